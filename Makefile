@@ -1,0 +1,79 @@
+# xinfer build. `make` builds build/xinfer, `make test` runs every test,
+# `make SAN=1 BUILD=build-asan test` runs them under ASan + UBSan.
+CC      ?= cc
+BUILD   ?= build
+PKG_CONFIG ?= pkg-config
+PKGS    := jansson libpcre2-8 libmicrohttpd libutf8proc libxxhash
+OPT     ?= -O2
+TRIPLE  := $(shell $(CC) -dumpmachine)
+
+CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -pthread \
+           -Iinclude -Isrc $(shell $(PKG_CONFIG) --cflags $(PKGS))
+LDLIBS  += $(shell $(PKG_CONFIG) --libs $(PKGS)) -lm -pthread
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_DIRS := src/base src/tensor src/kernels src/model src/tokenizer src/sample \
+            src/engine src/api src/ops
+LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+ifneq (,$(findstring x86_64,$(TRIPLE)))
+LIB_SRC  += $(wildcard src/kernels/x86/*.c)
+endif
+ifneq (,$(findstring aarch64,$(TRIPLE)))
+LIB_SRC  += $(wildcard src/kernels/arm/*.c)
+endif
+SRV_SRC  := $(wildcard src/server/*.c)
+CLI_SRC  := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/*.c)
+TOOL_SRC := $(wildcard tools/*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
+LIB := $(BUILD)/libxinfer.a
+BIN := $(BUILD)/xinfer
+TESTBIN := $(BUILD)/xinfer_tests
+TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
+BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+# ISA-specific kernels: the file name says which instructions it may use.
+$(BUILD)/src/kernels/x86/avx2%.o:   XFLAGS := -mavx2 -mfma -mf16c
+$(BUILD)/src/kernels/x86/avx512%.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+$(BUILD)/src/kernels/arm/neon%.o:   XFLAGS := -march=armv8.2-a+fp16+dotprod
+
+all: $(BIN) $(TOOLS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(XFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(call obj,$(LIB_SRC))
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BIN): $(call obj,$(CLI_SRC) $(SRV_SRC)) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(TESTBIN): $(call obj,$(TEST_SRC) $(SRV_SRC)) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Tests find the shared data through XINFER_TEST_DATA and the CLI through XINFER_BIN.
+XINFER_TEST_DATA ?= ../shared/data
+test: $(BIN) $(TESTBIN) $(TOOLS)
+	XINFER_TEST_DATA=$(XINFER_TEST_DATA) XINFER_BIN=$(BIN) XINFER_TOOLS=$(BUILD)/tools \
+	  $(TESTBIN) $(T)
+
+bench: $(BENCHES) $(TOOLS) $(BIN)
+
+clean:
+	rm -rf $(BUILD)
+
+.PHONY: all test bench clean
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

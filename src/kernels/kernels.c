@@ -1,0 +1,84 @@
+/* kernels: helpers shared by every variant: threaded matmul, KV writes, RoPE, weight rows. */
+#include <math.h>
+
+#include "kernels/kernels.h"
+
+typedef struct {
+    const xi_ops *ops;
+    float *y;
+    const float *x;
+    int64_t rows;
+    const xi_weight *w;
+    const float *bias;
+} matmul_job;
+
+/* Columns are split in multiples of 16 so every thread's tile edges stay aligned; the split
+ * never touches the reduction over n_in, so any thread count gives the same bits. */
+static void matmul_task(void *ctx, int ith, int nth) {
+    const matmul_job *j = ctx;
+    long b, e;
+    xi_split_range((long)j->w->n_out, ith, nth, 16, &b, &e);
+    if (b >= e) return;
+    j->ops->matmul(j->y, j->w->n_out, j->x, j->w->n_in, j->rows, j->w, b, e);
+    if (j->bias)
+        for (int64_t r = 0; r < j->rows; r++)
+            for (long n = b; n < e; n++) j->y[r * j->w->n_out + n] += j->bias[n];
+}
+
+void xi_matmul(xi_pool *pool, const xi_ops *ops, float *y, const float *x, int64_t rows,
+               const xi_weight *w, const float *bias) {
+    matmul_job j = {ops, y, x, rows, w, bias};
+    xi_pool_run(pool, matmul_task, &j);
+}
+
+void xi_weight_row(const xi_weight *w, int64_t row, float *out) {
+    const int64_t n = w->n_in;
+    switch (w->dtype) {
+    case XI_F32:
+    case XI_F16:
+    case XI_BF16:
+        xi_to_f32(out, (const char *)w->data + row * n * (int64_t)xi_dtype_size(w->dtype),
+                  w->dtype, (size_t)n);
+        break;
+    case XI_Q8:
+        for (int64_t k = 0; k < n; k++)
+            out[k] = (float)((const int8_t *)w->data)[row * n + k] * w->scale[row];
+        break;
+    case XI_Q4_AWQ: {
+        const uint8_t *r = (const uint8_t *)w->data + row * (n / 2);
+        const int64_t groups = n / w->group_size;
+        for (int64_t k = 0; k < n; k++) {
+            int q = (k & 1) ? r[k / 2] >> 4 : r[k / 2] & 15;
+            int64_t g = k / w->group_size;
+            out[k] = (float)(q - w->zero[row * groups + g]) * w->scale[row * groups + g];
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+void xi_kv_write(const xi_kv_view *kv, int64_t slot, const float *k, const float *v) {
+    const int64_t b = slot / kv->block_size, t = slot % kv->block_size;
+    const size_t es = xi_dtype_size(kv->dtype);
+    for (int h = 0; h < kv->n_kv_heads; h++) {
+        const int64_t off = b * kv->block_stride + h * kv->head_stride + t * kv->head_dim;
+        xi_from_f32((char *)kv->k + off * (int64_t)es, kv->dtype, k + (int64_t)h * kv->head_dim,
+                    (size_t)kv->head_dim);
+        xi_from_f32((char *)kv->v + off * (int64_t)es, kv->dtype, v + (int64_t)h * kv->head_dim,
+                    (size_t)kv->head_dim);
+    }
+}
+
+void xi_rope_neox(float *x, int n_heads, int head_dim, const float *cs) {
+    const int half = head_dim / 2;
+    const float *c = cs, *s = cs + half;
+    for (int h = 0; h < n_heads; h++) {
+        float *p = x + (int64_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            const float a = p[i], b = p[i + half];
+            p[i] = a * c[i] - b * s[i];
+            p[i + half] = b * c[i] + a * s[i];
+        }
+    }
+}

@@ -1,0 +1,90 @@
+/* kernels: the op table. Knows nothing of requests or models: plain arrays, shapes and strides.
+ *
+ * Every op exists as a scalar reference (ref.c, the oracle, always built) and as per-ISA
+ * variants (x86/, arm/). dispatch.c picks the best variant for this CPU at start-up;
+ * XINFER_KERNELS=ref|avx2|avx512|neon forces one.
+ *
+ * Determinism contract (tests check it): for one ISA variant, every output element is computed
+ * with one fixed summation order that does not depend on how many rows are in the batch, which
+ * rows share a tile, how columns are split across threads, or whether attention runs for a
+ * prefill chunk or a single decode token. Work is split along output rows/columns only. */
+#ifndef XI_KERNELS_H
+#define XI_KERNELS_H
+
+#include <stdint.h>
+
+#include "base/pool.h"
+#include "tensor/dtype.h"
+
+/* A linear layer's weight, logical shape [n_out, n_in] (Hugging Face nn.Linear layout);
+ * the layer computes y[r, n] = sum_k x[r, k] * W[n, k].
+ *   F32 / F16 / BF16: data = [n_out][n_in] row-major, as stored in the checkpoint.
+ *   Q8:     data = int8 [n_out][n_in], scale = f32 [n_out]; W[n,k] = data[n,k] * scale[n].
+ *   Q4_AWQ: data = uint8 [n_out][n_in/2], byte j of a row holds input 2j in the low nibble
+ *           and 2j+1 in the high nibble; scale = f32 [n_out][n_in/group], zero = uint8
+ *           [n_out][n_in/group] (0..15); W[n,k] = (q - zero[n, k/group]) * scale[n, k/group].
+ * Buffers are owned by whoever built the weight (the model loader). */
+typedef struct xi_weight {
+    xi_dtype dtype;
+    int64_t n_out, n_in;
+    const void *data;
+    const float *scale;
+    const uint8_t *zero;
+    int group_size;
+} xi_weight;
+
+/* One layer's view of the paged KV store. K of (block b, kv head h, slot t, dim d) is at
+ * element k[b * block_stride + h * head_stride + t * head_dim + d]; V likewise from v. */
+typedef struct xi_kv_view {
+    void *k;
+    void *v;
+    xi_dtype dtype; /* F32, F16 or BF16 */
+    int block_size;
+    int n_kv_heads;
+    int head_dim;
+    int64_t block_stride; /* elements */
+    int64_t head_stride;  /* elements, = block_size * head_dim */
+} xi_kv_view;
+
+typedef struct xi_ops {
+    const char *name;
+    /* y[r * ldy + n] = sum_k x[r * ldx + k] * W[n, k] for r in [0, rows), n in [n0, n1). */
+    void (*matmul)(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
+                   const xi_weight *w, int64_t n0, int64_t n1);
+    /* Causal attention of one query token over keys [0, n_ctx) of its sequence, for query
+     * heads [h0, h1). q and out are [n_heads][head_dim]. GQA: query head h reads kv head
+     * h / (n_heads / n_kv_heads). Keys are visited block by block in table order with an
+     * online softmax, so the result for a token does not depend on the other tokens
+     * computed with it. scratch holds at least block_size floats. */
+    void (*attn)(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
+                 int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch);
+    /* y = x / sqrt(mean(x^2) + eps) * w, n elements; y may alias x. */
+    void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
+    /* y[i] = silu(gate[i]) * up[i]; y may alias gate. */
+    void (*silu_mul)(float *y, const float *gate, const float *up, int64_t n);
+} xi_ops;
+
+const xi_ops *xi_ops_ref(void);
+/* The variant for this CPU, honouring XINFER_KERNELS; NULL when the override names a variant
+ * this build or CPU lacks (err says which). */
+const xi_ops *xi_ops_select(const char *name, char *err, size_t errlen);
+/* Every variant this build has and this CPU can run, ref first; returns the count. */
+int xi_ops_available(const xi_ops **out, int max);
+
+/* ---- helpers shared by all variants (kernels.c) ---- */
+
+/* y = x W^T (+ bias), split across the pool along output columns. bias may be NULL. */
+void xi_matmul(xi_pool *pool, const xi_ops *ops, float *y, const float *x, int64_t rows,
+               const xi_weight *w, const float *bias);
+
+/* Row `row` of a weight (an embedding table) as f32. */
+void xi_weight_row(const xi_weight *w, int64_t row, float *out);
+
+/* Store one token's K and V ([n_kv_heads][head_dim] each) into slot `slot` of the view. */
+void xi_kv_write(const xi_kv_view *kv, int64_t slot, const float *k, const float *v);
+
+/* NeoX-style rotary embedding (rotate_half) of n_heads heads of head_dim in place.
+ * cs = [head_dim/2] cos followed by [head_dim/2] sin for this token's position. */
+void xi_rope_neox(float *x, int n_heads, int head_dim, const float *cs);
+
+#endif

@@ -1,0 +1,101 @@
+/* kernels/ref: the scalar oracle. Obvious loops, fp32 accumulation, one summation order.
+ * Every ISA variant is tested against these functions. */
+#include <math.h>
+
+#include "kernels/kernels.h"
+
+static inline float load_elem(const void *base, xi_dtype t, int64_t i) {
+    switch (t) {
+    case XI_F16: return xi_f16_to_f32(((const uint16_t *)base)[i]);
+    case XI_BF16: return xi_bf16_to_f32(((const uint16_t *)base)[i]);
+    default: return ((const float *)base)[i];
+    }
+}
+
+/* W[n, k] as f32, for every weight format. */
+static inline float weight_at(const xi_weight *w, int64_t n, int64_t k) {
+    switch (w->dtype) {
+    case XI_Q8: return (float)((const int8_t *)w->data)[n * w->n_in + k] * w->scale[n];
+    case XI_Q4_AWQ: {
+        const uint8_t *row = (const uint8_t *)w->data + n * (w->n_in / 2);
+        int q = (k & 1) ? row[k / 2] >> 4 : row[k / 2] & 15;
+        int64_t groups = w->n_in / w->group_size, g = k / w->group_size;
+        return (float)(q - w->zero[n * groups + g]) * w->scale[n * groups + g];
+    }
+    default: return load_elem(w->data, w->dtype, n * w->n_in + k);
+    }
+}
+
+static void ref_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
+                       const xi_weight *w, int64_t n0, int64_t n1) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t n = n0; n < n1; n++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < w->n_in; k++) acc += x[r * ldx + k] * weight_at(w, n, k);
+            y[r * ldy + n] = acc;
+        }
+}
+
+static void ref_attn(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
+                     int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch) {
+    const int hd = kv->head_dim, bs = kv->block_size;
+    const int group = n_heads / kv->n_kv_heads;
+    for (int h = h0; h < h1; h++) {
+        const float *qh = q + (int64_t)h * hd;
+        float *o = out + (int64_t)h * hd;
+        const int64_t kvh = h / group;
+        float m = -INFINITY, l = 0.0f;
+        for (int d = 0; d < hd; d++) o[d] = 0.0f;
+        for (int start = 0; start < n_ctx; start += bs) {
+            const int64_t base = (int64_t)block_table[start / bs] * kv->block_stride +
+                                 kvh * kv->head_stride;
+            const int nt = n_ctx - start < bs ? n_ctx - start : bs;
+            float mb = -INFINITY;
+            for (int t = 0; t < nt; t++) {
+                float s = 0.0f;
+                for (int d = 0; d < hd; d++)
+                    s += qh[d] * load_elem(kv->k, kv->dtype, base + (int64_t)t * hd + d);
+                s *= scale;
+                scratch[t] = s;
+                if (s > mb) mb = s;
+            }
+            const float mn = mb > m ? mb : m;
+            const float corr = expf(m - mn); /* 0 on the first block: m = -inf */
+            l *= corr;
+            for (int d = 0; d < hd; d++) o[d] *= corr;
+            for (int t = 0; t < nt; t++) {
+                const float p = expf(scratch[t] - mn);
+                l += p;
+                for (int d = 0; d < hd; d++)
+                    o[d] += p * load_elem(kv->v, kv->dtype, base + (int64_t)t * hd + d);
+            }
+            m = mn;
+        }
+        const float inv = 1.0f / l;
+        for (int d = 0; d < hd; d++) o[d] *= inv;
+    }
+}
+
+static void ref_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    float ss = 0.0f;
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * w[i];
+}
+
+static void ref_silu_mul(float *y, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        y[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+static const xi_ops ref_ops = {
+    .name = "ref",
+    .matmul = ref_matmul,
+    .attn = ref_attn,
+    .rmsnorm = ref_rmsnorm,
+    .silu_mul = ref_silu_mul,
+};
+
+const xi_ops *xi_ops_ref(void) { return &ref_ops; }
