@@ -1,0 +1,45 @@
+/* model/config: config.json + generation_config.json of a Hugging Face folder. */
+#ifndef XI_CONFIG_H
+#define XI_CONFIG_H
+
+#include <stdint.h>
+
+#include "tensor/dtype.h"
+
+#define XI_MAX_EOS 8
+
+typedef enum { XI_ARCH_LLAMA, XI_ARCH_QWEN2 } xi_arch;
+typedef enum { XI_ROPE_NONE, XI_ROPE_LLAMA3, XI_ROPE_YARN, XI_ROPE_LINEAR } xi_rope_type;
+
+typedef struct xi_config {
+    char architecture[64];      /* "LlamaForCausalLM", "Qwen2ForCausalLM" */
+    xi_arch arch;
+    int hidden_size, intermediate_size, n_layers, n_heads, n_kv_heads, head_dim, vocab_size;
+    int max_position_embeddings;
+    float rms_norm_eps;
+    double rope_theta;
+    xi_rope_type rope_type;
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_pos;
+    double yarn_beta_fast, yarn_beta_slow, yarn_mscale, yarn_mscale_all_dim;
+    int tie_word_embeddings;
+    int attention_bias;         /* q/k/v bias (Qwen2) */
+    xi_dtype torch_dtype;
+    int bos_token_id;           /* -1 when absent */
+    int eos_ids[XI_MAX_EOS];    /* config.json eos + generation_config.json eos, unique */
+    int n_eos;
+    /* quantization_config */
+    int quant_awq;              /* quant_method == "awq" */
+    int quant_bits, quant_group_size, quant_zero_point;
+    char **modules_to_not_convert;
+    int n_modules_to_not_convert;
+    /* generation_config.json defaults (< 0 when absent) */
+    float gen_temperature, gen_top_p, gen_min_p, gen_repetition_penalty;
+    int gen_top_k;
+} xi_config;
+
+/* Parse dir/config.json and dir/generation_config.json (optional). */
+int xi_config_load(xi_config *c, const char *dir, char *err, size_t errlen);
+void xi_config_free(xi_config *c);
+
+#endif

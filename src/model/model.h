@@ -1,0 +1,55 @@
+/* model: a loaded transformer (config + weights) and the paged KV store it computes into.
+ * Only the engine thread calls xi_model_forward; load/free belong to the owner. */
+#ifndef XI_MODEL_H
+#define XI_MODEL_H
+
+#include <stdint.h>
+
+#include "base/pool.h"
+#include "kernels/kernels.h"
+#include "model/batch.h"
+#include "model/config.h"
+
+typedef struct xi_model xi_model;
+
+typedef struct xi_model_params {
+    const char *dir;
+    const char *dtype;          /* "auto", "float32", "bfloat16", "float16" */
+    const char *quantization;   /* NULL/"auto", "awq", "int8", "none" */
+    const char *load_format;    /* "auto" (copy into own memory), "mmap" */
+    const char *kernels;        /* NULL: best for this CPU (XINFER_KERNELS honoured) */
+    int n_threads;              /* 0 = all online CPUs */
+} xi_model_params;
+
+xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen);
+void xi_model_free(xi_model *m);
+
+const xi_config *xi_model_config(const xi_model *m);
+const xi_ops *xi_model_ops(const xi_model *m);
+xi_dtype xi_model_dtype(const xi_model *m);     /* weight dtype (F32/F16/BF16; quantized: the
+                                                   dtype of the unquantized tensors) */
+int64_t xi_model_weight_bytes(const xi_model *m);
+int64_t xi_model_n_params(const xi_model *m);
+int xi_model_n_threads(const xi_model *m);
+
+/* The paged KV store: n_blocks blocks of block_size tokens, K and V for every layer.
+ * Memory layout [n_blocks][n_layers][K|V][n_kv_heads][block_size][head_dim]. */
+typedef struct xi_kv_store xi_kv_store;
+
+int64_t xi_kv_block_bytes(const xi_config *c, int block_size, xi_dtype kv_dtype);
+xi_kv_store *xi_kv_store_new(const xi_config *c, int n_blocks, int block_size, xi_dtype kv_dtype,
+                             char *err, size_t errlen);
+void xi_kv_store_free(xi_kv_store *kv);
+int xi_kv_store_blocks(const xi_kv_store *kv);
+int xi_kv_store_block_size(const xi_kv_store *kv);
+xi_dtype xi_kv_store_dtype(const xi_kv_store *kv);
+
+/* Run one flat batch: write its K/V into kv, then logits[i * vocab ...] for each
+ * batch->logits_rows[i]. Scratch is allocated at the first call with the largest batch and
+ * reused (xi_model_reserve preallocates it). Returns 0 or -1 with err. */
+int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *logits, char *err,
+                     size_t errlen);
+/* Preallocate per-step scratch for batches of up to max_tokens tokens and max_logits rows. */
+int xi_model_reserve(xi_model *m, int max_tokens, int max_logits, char *err, size_t errlen);
+
+#endif
