@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "tensor/dtype.h"
 
@@ -37,5 +38,23 @@ const xi_st_tensor *xi_st_at(const xi_st_set *s, int i);
 const xi_st_tensor *xi_st_find(const xi_st_set *s, const char *name);
 /* Value of a string entry in a file's __metadata__ (first file that has it), or NULL. */
 const char *xi_st_metadata(const xi_st_set *s, const char *key);
+
+/* ---- writing: the streaming writer behind tools/genmodel and the tests ----
+ * The header is written first from the full tensor list; the caller then appends each
+ * tensor's bytes in list order (offsets are contiguous), so a model never sits in memory. */
+typedef struct xi_st_spec {
+    const char *name;
+    xi_dtype dtype;            /* a type with a safetensors spelling (not XI_Q4_AWQ / XI_Q8) */
+    int n_dims;
+    int64_t shape[XI_ST_MAX_DIMS];
+} xi_st_spec;
+
+/* Bytes of the spec's data; 0 for a bad dtype. */
+uint64_t xi_st_spec_nbytes(const xi_st_spec *t);
+/* Write the 8-byte header length and the JSON header (space-padded to a multiple of 8) to f.
+ * meta_kv holds n_meta key/value pairs for __metadata__ (NULL when n_meta is 0). Returns the
+ * number of data bytes that must follow, or -1 with err set. */
+int64_t xi_st_write_header(FILE *f, const xi_st_spec *specs, int n, const char *const *meta_kv,
+                           int n_meta, char *err, size_t errlen);
 
 #endif

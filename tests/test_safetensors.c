@@ -1,0 +1,276 @@
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/base.h"
+#include "model/safetensors.h"
+#include "test.h"
+
+/* Write a safetensors file from a literal header and `data_size` bytes of data (value i & 255).
+ * hlen_override != 0 writes that header length instead of the true one. */
+static char *write_raw(const char *name, const char *header, size_t data_size, uint64_t hlen_override) {
+    char *path = xi_path_join(xi_test_tmpdir(), name);
+    FILE *f = fopen(path, "wb");
+    if (!f) return path;
+    uint64_t hlen = hlen_override ? hlen_override : strlen(header);
+    for (int i = 0; i < 8; i++) fputc((int)((hlen >> (8 * i)) & 255), f);
+    fputs(header, f);
+    for (size_t i = 0; i < data_size; i++) fputc((int)(i & 255), f);
+    fclose(f);
+    return path;
+}
+
+/* Opening must fail, and the one-line message must name every fragment given. */
+static int open_fails_naming(const char *path, const char *a, const char *b, char *msg, size_t n) {
+    msg[0] = 0;
+    xi_st_set *s = xi_st_open_file(path, msg, n);
+    if (s) {
+        xi_st_close(s);
+        snprintf(msg, n, "opened successfully");
+        return 0;
+    }
+    return strstr(msg, a) && (!b || strstr(msg, b)) && !strchr(msg, '\n');
+}
+
+TEST(test_st_reads_stories260k_names_shapes_dtypes) {
+    char err[512] = "";
+    xi_st_set *s = xi_st_open_dir(xi_test_data("models/stories260K"), err, sizeof err);
+    CHECKF(s, "%s", err);
+    /* 5 layers x 9 tensors + embeddings + final norm (tied: no lm_head). */
+    CHECK_EQ(xi_st_count(s), 5 * 9 + 2);
+    const xi_st_tensor *t = xi_st_find(s, "model.embed_tokens.weight");
+    CHECK(t);
+    CHECK_EQ(t->dtype, XI_F32);
+    CHECK_EQ(t->n_dims, 2);
+    CHECK_EQ(t->shape[0], 512);
+    CHECK_EQ(t->shape[1], 64);
+    CHECK_EQ(t->nbytes, 512 * 64 * 4);
+    t = xi_st_find(s, "model.layers.4.self_attn.k_proj.weight");
+    CHECK(t);
+    CHECK_EQ(t->shape[0], 32); /* 4 KV heads x head_dim 8 */
+    CHECK_EQ(t->shape[1], 64);
+    t = xi_st_find(s, "model.layers.2.mlp.down_proj.weight");
+    CHECK(t);
+    CHECK_EQ(t->shape[0], 64);
+    CHECK_EQ(t->shape[1], 172);
+    t = xi_st_find(s, "model.norm.weight");
+    CHECK(t);
+    CHECK_EQ(t->n_dims, 1);
+    CHECK(strstr(t->file, "model.safetensors"));
+    CHECK(!xi_st_find(s, "lm_head.weight"));
+    CHECK(!xi_st_find(s, ""));
+    CHECK_STR(xi_st_metadata(s, "format"), "pt");
+    CHECK(!xi_st_metadata(s, "nope"));
+    /* xi_st_at walks the file in offset order and every name is found again. */
+    const uint8_t *prev = NULL;
+    for (int i = 0; i < xi_st_count(s); i++) {
+        const xi_st_tensor *a = xi_st_at(s, i);
+        CHECK(a && xi_st_find(s, a->name) == a);
+        CHECK((const uint8_t *)a->data >= prev);
+        prev = (const uint8_t *)a->data + a->nbytes;
+    }
+    CHECK(!xi_st_at(s, -1));
+    CHECK(!xi_st_at(s, xi_st_count(s)));
+    /* Norm weights of a trained model are positive-ish and finite: the data pointer is real. */
+    t = xi_st_find(s, "model.layers.0.input_layernorm.weight");
+    float w0;
+    memcpy(&w0, t->data, 4);
+    CHECK(w0 > 0.0f && w0 < 100.0f);
+    xi_st_close(s);
+}
+
+TEST(test_st_reads_qwen2_tiny_bf16_with_bias) {
+    char err[512] = "";
+    xi_st_set *s = xi_st_open_dir(xi_test_data("models/qwen2-tiny-random"), err, sizeof err);
+    CHECKF(s, "%s", err);
+    CHECK_EQ(xi_st_count(s), 2 * 12 + 2);
+    const xi_st_tensor *t = xi_st_find(s, "model.embed_tokens.weight");
+    CHECK(t);
+    CHECK_EQ(t->dtype, XI_BF16);
+    CHECK_EQ(t->shape[0], 151936);
+    CHECK_EQ(t->shape[1], 64);
+    t = xi_st_find(s, "model.layers.1.self_attn.q_proj.bias");
+    CHECK(t);
+    CHECK_EQ(t->dtype, XI_BF16);
+    CHECK_EQ(t->n_dims, 1);
+    CHECK_EQ(t->shape[0], 64);
+    for (int i = 0; i < xi_st_count(s); i++) CHECK_EQ(xi_st_at(s, i)->dtype, XI_BF16);
+    xi_st_close(s);
+}
+
+TEST(test_st_rejects_truncated_file_naming_tensor) {
+    char msg[512];
+    const char *h = "{\"w.weight\":{\"dtype\":\"F32\",\"shape\":[4,4],\"data_offsets\":[0,64]}}";
+    char *p = write_raw("trunc.safetensors", h, 40, 0); /* 24 bytes of data missing */
+    CHECKF(open_fails_naming(p, "trunc.safetensors", "tensor w.weight", msg, sizeof msg), "%s", msg);
+    CHECKF(strstr(msg, "exceed data size 40"), "%s", msg);
+    /* Shorter than the length prefix. */
+    char *p2 = xi_path_join(xi_test_tmpdir(), "tiny.safetensors");
+    FILE *f = fopen(p2, "wb");
+    fputs("abc", f);
+    fclose(f);
+    CHECKF(open_fails_naming(p2, "tiny.safetensors", "truncated", msg, sizeof msg), "%s", msg);
+    free(p);
+    free(p2);
+}
+
+TEST(test_st_rejects_header_length_beyond_file) {
+    char msg[512];
+    const char *h = "{}";
+    char *p = write_raw("hlen.safetensors", h, 0, 1000);
+    CHECKF(open_fails_naming(p, "hlen.safetensors", "header length 1000", msg, sizeof msg), "%s", msg);
+    char *p2 = write_raw("huge.safetensors", h, 0, (uint64_t)1 << 40);
+    CHECKF(open_fails_naming(p2, "huge.safetensors", "limit", msg, sizeof msg), "%s", msg);
+    free(p);
+    free(p2);
+}
+
+TEST(test_st_rejects_offsets_beyond_data) {
+    char msg[512];
+    const char *h = "{\"model.layers.0.mlp.up_proj.weight\":{\"dtype\":\"U8\",\"shape\":[4900],"
+                    "\"data_offsets\":[100,5000]}}";
+    char *p = write_raw("model.safetensors", h, 4000, 0);
+    CHECKF(open_fails_naming(p, "model.safetensors", "tensor model.layers.0.mlp.up_proj.weight", msg,
+                             sizeof msg), "%s", msg);
+    CHECKF(strstr(msg, "data_offsets [100, 5000] exceed data size 4000"), "%s", msg);
+    free(p);
+}
+
+TEST(test_st_rejects_shape_offset_size_mismatch) {
+    char msg[512];
+    const char *h = "{\"a.weight\":{\"dtype\":\"F16\",\"shape\":[3,5],\"data_offsets\":[0,32]}}";
+    char *p = write_raw("mismatch.safetensors", h, 32, 0);
+    CHECKF(open_fails_naming(p, "mismatch.safetensors", "tensor a.weight", msg, sizeof msg), "%s", msg);
+    CHECKF(strstr(msg, "30 bytes"), "%s", msg);
+    /* Overflowing shapes are caught, not wrapped around to a matching size. */
+    const char *h2 = "{\"b\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,0]}}";
+    char *p2 = write_raw("overflow.safetensors", h2, 0, 0);
+    CHECKF(open_fails_naming(p2, "overflow.safetensors", "tensor b", msg, sizeof msg), "%s", msg);
+    const char *h3 = "{\"c\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,0]}}";
+    char *p3 = write_raw("neg.safetensors", h3, 0, 0);
+    CHECKF(open_fails_naming(p3, "neg.safetensors", "tensor c", msg, sizeof msg), "%s", msg);
+    /* Two tensors sharing bytes. */
+    const char *h4 = "{\"x\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+                     "\"y\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[4,12]}}";
+    char *p4 = write_raw("overlap.safetensors", h4, 16, 0);
+    CHECKF(open_fails_naming(p4, "overlap.safetensors", "overlap", msg, sizeof msg), "%s", msg);
+    free(p);
+    free(p2);
+    free(p3);
+    free(p4);
+}
+
+TEST(test_st_rejects_bad_json_and_unknown_dtype) {
+    char msg[512];
+    char *p = write_raw("badjson.safetensors", "{\"a\":{\"dtype\":\"F32\",", 0, 0);
+    CHECKF(open_fails_naming(p, "badjson.safetensors", "JSON", msg, sizeof msg), "%s", msg);
+    const char *h = "{\"model.norm.weight\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}";
+    char *p2 = write_raw("dtype.safetensors", h, 2, 0);
+    CHECKF(open_fails_naming(p2, "dtype.safetensors", "tensor model.norm.weight", msg, sizeof msg),
+           "%s", msg);
+    CHECKF(strstr(msg, "F8_E4M3"), "%s", msg);
+    const char *h3 = "{\"__metadata__\":{\"format\":3}}";
+    char *p3 = write_raw("meta.safetensors", h3, 0, 0);
+    CHECKF(open_fails_naming(p3, "meta.safetensors", "__metadata__", msg, sizeof msg), "%s", msg);
+    free(p);
+    free(p2);
+    free(p3);
+}
+
+/* Write a shard with the writer: tensors named in `names`, each [2,3] f32 filled with its index. */
+static int write_shard(const char *dir, const char *file, const char *const *names, int n) {
+    char *path = xi_path_join(dir, file);
+    FILE *f = fopen(path, "wb");
+    free(path);
+    if (!f) return -1;
+    xi_st_spec specs[8];
+    for (int i = 0; i < n; i++) specs[i] = (xi_st_spec){names[i], XI_F32, 2, {2, 3}};
+    const char *meta[] = {"format", "pt"};
+    char err[256];
+    int64_t nb = xi_st_write_header(f, specs, n, meta, 1, err, sizeof err);
+    for (int i = 0; nb >= 0 && i < n; i++)
+        for (int k = 0; k < 6; k++) {
+            float v = (float)(i * 10 + k);
+            fwrite(&v, 4, 1, f);
+        }
+    fclose(f);
+    return nb == 6 * 4 * n ? 0 : -1;
+}
+
+static void write_text(const char *dir, const char *file, const char *text) {
+    char *path = xi_path_join(dir, file);
+    FILE *f = fopen(path, "wb");
+    fputs(text, f);
+    fclose(f);
+    free(path);
+}
+
+TEST(test_st_opens_two_shard_index_each_shard_once) {
+    const char *dir = xi_test_tmpdir();
+    const char *a[] = {"model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight"};
+    const char *b[] = {"model.norm.weight", "lm_head.weight", "model.layers.0.mlp.down_proj.weight"};
+    CHECK(write_shard(dir, "model-00001-of-00002.safetensors", a, 2) == 0);
+    CHECK(write_shard(dir, "model-00002-of-00002.safetensors", b, 3) == 0);
+    write_text(dir, "model.safetensors.index.json",
+               "{\"metadata\":{\"total_size\":120},\"weight_map\":{"
+               "\"model.embed_tokens.weight\":\"model-00001-of-00002.safetensors\","
+               "\"model.norm.weight\":\"model-00002-of-00002.safetensors\","
+               "\"model.layers.0.mlp.up_proj.weight\":\"model-00001-of-00002.safetensors\","
+               "\"lm_head.weight\":\"model-00002-of-00002.safetensors\","
+               "\"model.layers.0.mlp.down_proj.weight\":\"model-00002-of-00002.safetensors\"}}");
+    char err[512] = "";
+    xi_st_set *s = xi_st_open_dir(dir, err, sizeof err);
+    CHECKF(s, "%s", err);
+    CHECK_EQ(xi_st_count(s), 5); /* a shard opened twice would give duplicates and fail */
+    const xi_st_tensor *t = xi_st_find(s, "lm_head.weight");
+    CHECK(t && strstr(t->file, "model-00002-of-00002.safetensors"));
+    float v[6];
+    memcpy(v, t->data, sizeof v);
+    CHECK_NEAR(v[0], 10, 0);
+    CHECK_NEAR(v[5], 15, 0);
+    t = xi_st_find(s, "model.layers.0.mlp.up_proj.weight");
+    CHECK(t && strstr(t->file, "model-00001-of-00002.safetensors"));
+    CHECK_EQ(t->shape[1], 3);
+    CHECK_STR(xi_st_metadata(s, "format"), "pt");
+    xi_st_close(s);
+}
+
+TEST(test_st_index_to_missing_shard_or_tensor_names_both) {
+    const char *dir = xi_test_tmpdir();
+    const char *a[] = {"model.embed_tokens.weight"};
+    CHECK(write_shard(dir, "model-00001-of-00002.safetensors", a, 1) == 0);
+    write_text(dir, "model.safetensors.index.json",
+               "{\"weight_map\":{"
+               "\"model.embed_tokens.weight\":\"model-00001-of-00002.safetensors\","
+               "\"model.norm.weight\":\"model-00002-of-00002.safetensors\"}}");
+    char err[512] = "";
+    xi_st_set *s = xi_st_open_dir(dir, err, sizeof err);
+    CHECK(!s);
+    CHECKF(strstr(err, "model-00002-of-00002.safetensors") && strstr(err, "model.norm.weight"), "%s",
+           err);
+    /* The shard exists but lacks a tensor the index puts there. */
+    write_text(dir, "model.safetensors.index.json",
+               "{\"weight_map\":{"
+               "\"model.embed_tokens.weight\":\"model-00001-of-00002.safetensors\","
+               "\"model.layers.0.self_attn.q_proj.weight\":\"model-00001-of-00002.safetensors\"}}");
+    err[0] = 0;
+    s = xi_st_open_dir(dir, err, sizeof err);
+    CHECK(!s);
+    CHECKF(strstr(err, "model-00001-of-00002.safetensors") &&
+               strstr(err, "model.layers.0.self_attn.q_proj.weight"), "%s", err);
+    /* An index may not reach outside its folder. */
+    write_text(dir, "model.safetensors.index.json",
+               "{\"weight_map\":{\"x\":\"../model-00001-of-00002.safetensors\"}}");
+    s = xi_st_open_dir(dir, err, sizeof err);
+    CHECK(!s);
+    CHECKF(strstr(err, "bad shard name"), "%s", err);
+}
+
+TEST(test_st_open_dir_without_weights_fails_naming_dir) {
+    char err[512] = "";
+    const char *dir = xi_test_tmpdir();
+    CHECK(!xi_st_open_dir(dir, err, sizeof err));
+    CHECKF(strstr(err, dir), "%s", err);
+    CHECK(!xi_st_open_file("/nonexistent/x.safetensors", err, sizeof err));
+    CHECKF(strstr(err, "/nonexistent/x.safetensors"), "%s", err);
+}
