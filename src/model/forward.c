@@ -1,0 +1,220 @@
+/* model/forward: one forward pass of the Llama / Qwen2 family over a flat batch.
+ *
+ *   x = embed(tokens)
+ *   per layer: h = rmsnorm(x); q,k,v = h W^T (+ bias); rope(q, k); store k,v in the paged
+ *              KV cache; x += attn(q, cache) Wo^T; h = rmsnorm(x); x += down(silu(gate h) * up h)
+ *   logits = rmsnorm(x[rows]) lm_head^T
+ *
+ * Every row is computed with the same operations in the same order whatever else is in the
+ * batch: matmuls split along output columns, attention runs per (token, head) over keys in
+ * block order. So a sequence gives the same bits alone or in a batch, in one chunk or many. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "model/model_internal.h"
+
+static int grow(float **p, size_t n) {
+    float *q = realloc(*p, n * sizeof(float));
+    if (!q) return -1;
+    *p = q;
+    return 0;
+}
+
+int xi_model_reserve(xi_model *m, int max_tokens, int max_logits, char *err, size_t errlen) {
+    const xi_config *c = &m->cfg;
+    if (max_tokens < 1) max_tokens = 1;
+    if (max_logits < 1) max_logits = 1;
+    const size_t T = (size_t)max_tokens, L = (size_t)max_logits;
+    const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    const size_t h = (size_t)c->hidden_size, wide = h > qd ? h : qd;
+    if (max_tokens > m->cap_tokens) {
+        if (grow(&m->x, T * h) || grow(&m->xn, T * wide) || grow(&m->q, T * qd) ||
+            grow(&m->k, T * kvd) || grow(&m->v, T * kvd) || grow(&m->att, T * qd) ||
+            grow(&m->gate, T * (size_t)c->intermediate_size) ||
+            grow(&m->up, T * (size_t)c->intermediate_size) ||
+            grow(&m->cs, T * (size_t)c->head_dim))
+            return xi_errf(err, errlen, "out of memory for %d-token scratch", max_tokens);
+        m->cap_tokens = max_tokens;
+    }
+    if (max_logits > m->cap_logits) {
+        if (grow(&m->hlast, L * h))
+            return xi_errf(err, errlen, "out of memory for %d logits rows", max_logits);
+        m->cap_logits = max_logits;
+    }
+    return 0;
+}
+
+/* ---- per-token elementwise stages, split across threads by token ---- */
+
+typedef struct {
+    xi_model *m;
+    const xi_batch *b;
+    int layer;
+    const xi_kv_store *kv;
+    xi_kv_view view;
+    int n_rows;
+    const float *norm_w;
+    float *src, *dst;
+    int64_t width;
+    int rows_seq; /* index helpers for attention */
+} stage;
+
+static void norm_task(void *ctx, int ith, int nth) {
+    stage *s = ctx;
+    const xi_model *m = s->m;
+    long b, e;
+    xi_split_range(s->n_rows, ith, nth, 1, &b, &e);
+    for (long i = b; i < e; i++)
+        m->ops->rmsnorm(s->dst + i * s->width, s->src + i * s->width, s->norm_w, s->width,
+                        m->cfg.rms_norm_eps);
+}
+
+static void run_norm(xi_model *m, float *dst, const float *src, const float *w, int rows) {
+    stage s = {.m = m, .n_rows = rows, .norm_w = w, .src = (float *)src, .dst = dst,
+               .width = m->cfg.hidden_size};
+    xi_pool_run(m->pool, norm_task, &s);
+}
+
+/* RoPE on q and k, then store k and v in the cache. */
+static void qkv_post_task(void *ctx, int ith, int nth) {
+    stage *s = ctx;
+    const xi_model *m = s->m;
+    const xi_config *c = &m->cfg;
+    const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
+    long b, e;
+    xi_split_range(s->b->n_tokens, ith, nth, 1, &b, &e);
+    for (long i = b; i < e; i++) {
+        const float *cs = m->cs + i * c->head_dim;
+        xi_rope_neox(m->q + i * qd, c->n_heads, c->head_dim, cs);
+        xi_rope_neox(m->k + i * kvd, c->n_kv_heads, c->head_dim, cs);
+        xi_kv_write(&s->view, s->b->slots[i], m->k + i * kvd, m->v + i * kvd);
+    }
+}
+
+/* Attention work items are (token, head) pairs; each thread takes a contiguous range. */
+static void attn_task(void *ctx, int ith, int nth) {
+    stage *s = ctx;
+    const xi_model *m = s->m;
+    const xi_config *c = &m->cfg;
+    const xi_batch *bt = s->b;
+    const int nh = c->n_heads;
+    const int64_t qd = (int64_t)nh * c->head_dim;
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    float *scratch = m->attn_scratch + (size_t)ith * (size_t)m->cap_scratch;
+    long b, e;
+    xi_split_range((long)bt->n_tokens * nh, ith, nth, 1, &b, &e);
+    int seq = 0;
+    long item = b;
+    while (item < e) {
+        const long tok = item / nh;
+        const int h0 = (int)(item % nh);
+        const long end_tok = (tok + 1) * nh;
+        const int h1 = (int)((e < end_tok ? e : end_tok) - tok * nh);
+        while (seq + 1 < bt->n_seqs && bt->seqs[seq + 1].q_start <= tok) seq++;
+        while (seq > 0 && bt->seqs[seq].q_start > tok) seq--;
+        const xi_batch_seq *sq = &bt->seqs[seq];
+        m->ops->attn(m->att + tok * qd, m->q + tok * qd, &s->view, sq->block_table,
+                     bt->positions[tok] + 1, nh, h0, h1, scale, scratch);
+        item = tok * nh + h1;
+    }
+}
+
+static void silu_task(void *ctx, int ith, int nth) {
+    stage *s = ctx;
+    const xi_model *m = s->m;
+    const int64_t ff = m->cfg.intermediate_size;
+    long b, e;
+    xi_split_range(s->n_rows, ith, nth, 1, &b, &e);
+    for (long i = b; i < e; i++) m->ops->silu_mul(m->gate + i * ff, m->gate + i * ff, m->up + i * ff, ff);
+}
+
+static int check_batch(const xi_model *m, const xi_kv_store *kv, const xi_batch *b, char *err,
+                       size_t errlen) {
+    const int bs = xi_kv_store_block_size(kv);
+    const int64_t n_slots = (int64_t)xi_kv_store_blocks(kv) * bs;
+    int32_t row = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        const xi_batch_seq *sq = &b->seqs[s];
+        if (sq->q_start != row || sq->q_len < 1)
+            return xi_errf(err, errlen, "batch: sequence %d rows out of order", s);
+        for (int i = 0; i < sq->q_len; i++) {
+            const int32_t t = row + i, pos = b->positions[t];
+            if (pos < 0 || pos >= m->cfg.max_position_embeddings * 64)
+                return xi_errf(err, errlen, "batch: position %d out of range", pos);
+            if (pos / bs >= sq->n_blocks)
+                return xi_errf(err, errlen, "batch: position %d beyond the block table", pos);
+            if (b->slots[t] < 0 || b->slots[t] >= n_slots)
+                return xi_errf(err, errlen, "batch: slot %lld out of range", (long long)b->slots[t]);
+            if (b->tokens[t] < 0 || b->tokens[t] >= m->cfg.vocab_size)
+                return xi_errf(err, errlen, "token id %d out of range [0, %d)", b->tokens[t],
+                               m->cfg.vocab_size);
+        }
+        for (int i = 0; i < sq->n_blocks; i++)
+            if (sq->block_table[i] < 0 || sq->block_table[i] >= xi_kv_store_blocks(kv))
+                return xi_errf(err, errlen, "batch: block id %d out of range", sq->block_table[i]);
+        row += sq->q_len;
+    }
+    if (row != b->n_tokens) return xi_errf(err, errlen, "batch: sequences cover %d of %d rows", row, b->n_tokens);
+    for (int i = 0; i < b->n_logits; i++)
+        if (b->logits_rows[i] < 0 || b->logits_rows[i] >= b->n_tokens)
+            return xi_errf(err, errlen, "batch: logits row %d out of range", b->logits_rows[i]);
+    return 0;
+}
+
+int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *logits, char *err,
+                     size_t errlen) {
+    const xi_config *c = &m->cfg;
+    if (b->n_tokens <= 0) return 0;
+    if (check_batch(m, kv, b, err, errlen)) return -1;
+    if (xi_model_reserve(m, b->n_tokens, b->n_logits, err, errlen)) return -1;
+    const int bs = xi_kv_store_block_size(kv);
+    if (bs > m->cap_scratch) {
+        const size_t n = (size_t)bs * (size_t)xi_pool_size(m->pool);
+        if (grow(&m->attn_scratch, n)) return xi_errf(err, errlen, "out of memory");
+        m->cap_scratch = bs;
+    }
+    const int T = b->n_tokens, hd = c->head_dim, half = hd / 2;
+    const int64_t h = c->hidden_size, qd = (int64_t)c->n_heads * hd;
+
+    for (int i = 0; i < T; i++) {
+        xi_weight_row(&m->embed, b->tokens[i], m->x + i * h);
+        float *cs = m->cs + (int64_t)i * hd;
+        for (int j = 0; j < half; j++) {
+            const double a = (double)b->positions[i] * m->inv_freq[j];
+            cs[j] = (float)(cos(a) * m->rope_mscale);
+            cs[half + j] = (float)(sin(a) * m->rope_mscale);
+        }
+    }
+
+    stage s = {.m = m, .b = b, .kv = kv, .n_rows = T};
+    for (int l = 0; l < c->n_layers; l++) {
+        const xi_layer *L = &m->layers[l];
+        s.layer = l;
+        s.view = xi_kv_store_view(kv, l);
+        run_norm(m, m->xn, m->x, L->attn_norm, T);
+        xi_matmul(m->pool, m->ops, m->q, m->xn, T, &L->wq, L->bq);
+        xi_matmul(m->pool, m->ops, m->k, m->xn, T, &L->wk, L->bk);
+        xi_matmul(m->pool, m->ops, m->v, m->xn, T, &L->wv, L->bv);
+        xi_pool_run(m->pool, qkv_post_task, &s);
+        xi_pool_run(m->pool, attn_task, &s);
+        xi_matmul(m->pool, m->ops, m->xn, m->att, T, &L->wo, NULL);
+        for (int64_t i = 0; i < (int64_t)T * h; i++) m->x[i] += m->xn[i];
+        run_norm(m, m->xn, m->x, L->ffn_norm, T);
+        xi_matmul(m->pool, m->ops, m->gate, m->xn, T, &L->wgate, NULL);
+        xi_matmul(m->pool, m->ops, m->up, m->xn, T, &L->wup, NULL);
+        xi_pool_run(m->pool, silu_task, &s);
+        xi_matmul(m->pool, m->ops, m->xn, m->gate, T, &L->wdown, NULL);
+        for (int64_t i = 0; i < (int64_t)T * h; i++) m->x[i] += m->xn[i];
+    }
+    (void)qd;
+    if (b->n_logits > 0) {
+        for (int i = 0; i < b->n_logits; i++)
+            memcpy(m->hlast + (int64_t)i * h, m->x + (int64_t)b->logits_rows[i] * h,
+                   (size_t)h * sizeof(float));
+        run_norm(m, m->hlast, m->hlast, m->final_norm, b->n_logits);
+        xi_matmul(m->pool, m->ops, logits, m->hlast, b->n_logits, &m->lm_head, NULL);
+    }
+    return 0;
+}
