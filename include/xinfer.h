@@ -121,6 +121,8 @@ typedef struct xi_request_params {
     int prompt_logprobs;            /* -1: none; k >= 0: for every prompt token (echo) */
     int skip_special_tokens;        /* 1 */
     const char *cache_salt;         /* NULL or a salt separating prefix-cache namespaces */
+    int return_logits_hash;         /* 1: each output carries a hash of the logits row its
+                                       last token was sampled from (xinfer generate's stats) */
 } xi_request_params;
 
 void xi_request_params_default(xi_request_params *p);
@@ -162,6 +164,7 @@ typedef struct xi_output {
     double queue_time;              /* seconds waiting before first scheduled */
     double first_token_time;        /* seconds from arrival to first token (0 until then) */
     double prefill_time, decode_time;
+    uint64_t logits_hash;           /* XXH3-64 of the raw logits row (return_logits_hash) */
 } xi_output;
 
 typedef void (*xi_output_fn)(void *user, const xi_output *out);
