@@ -1,0 +1,568 @@
+/* genmodel: write a Hugging Face model folder with real shapes and deterministic random weights.
+ *
+ *   genmodel --preset qwen2.5-0.5b|qwen2.5-1.5b|qwen2.5-3b|qwen2.5-7b|llama-3.1-8b|tiny
+ *            [--dtype f32|f16|bf16] [--awq [--group-size 128]] [--layers N] [--seed S]
+ *            [--tokenizer DIR] [--max-shard-mb MB] OUT_DIR
+ *
+ * Benchmarks and memory plans need models of real size that nobody has to download. Every
+ * value is a pure function of (seed, tensor name, element index), so the same float weights
+ * come out whatever the dtype, and an --awq folder is the round-to-nearest quantization of the
+ * f32 folder made with the same seed. Tensors are streamed to disk; at most one linear layer
+ * is held in memory (for AWQ, whose packed layout is the transpose of the float one). */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "model/safetensors.h"
+#include "tensor/dtype.h"
+
+/* ---------------------------------------------------------------- presets */
+
+typedef struct preset {
+    const char *name;
+    const char *arch;       /* architectures[0] */
+    int qwen;               /* q/k/v bias, Qwen tokenizer and generation defaults */
+    int hidden, inter, layers, heads, kv_heads, head_dim, vocab, tied;
+    double rope_theta;
+    int max_pos;
+    double rms_eps;
+} preset;
+
+/* Shapes from the public config.json files (see shared/reference/model-configs.md). */
+static const preset presets[] = {
+    {"qwen2.5-0.5b", "Qwen2ForCausalLM", 1, 896, 4864, 24, 14, 2, 64, 151936, 1, 1e6, 32768, 1e-6},
+    {"qwen2.5-1.5b", "Qwen2ForCausalLM", 1, 1536, 8960, 28, 12, 2, 128, 151936, 1, 1e6, 32768, 1e-6},
+    {"qwen2.5-3b", "Qwen2ForCausalLM", 1, 2048, 11008, 36, 16, 2, 128, 151936, 1, 1e6, 32768, 1e-6},
+    {"qwen2.5-7b", "Qwen2ForCausalLM", 1, 3584, 18944, 28, 28, 4, 128, 152064, 0, 1e6, 32768, 1e-6},
+    {"llama-3.1-8b", "LlamaForCausalLM", 0, 4096, 14336, 32, 32, 8, 128, 128256, 0, 5e5, 131072, 1e-5},
+    /* Qwen2-shaped and small enough for unit tests; the real vocabulary so the Qwen tokenizer fits. */
+    {"tiny", "Qwen2ForCausalLM", 1, 64, 128, 2, 4, 2, 16, 151936, 1, 1e6, 4096, 1e-6},
+};
+
+typedef struct opts {
+    const preset *p;
+    int layers;
+    xi_dtype dtype;
+    int awq, group;
+    uint64_t seed;
+    const char *tokenizer; /* NULL: the preset's default */
+    uint64_t max_shard;    /* bytes */
+    const char *out;
+} opts;
+
+/* ---------------------------------------------------------------- deterministic values */
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Fill out[0..n) with mean + std * z for elements [start, start + n) of the tensor whose
+ * stream is `key`. splitmix64 is a counter-based generator, so element i is simply draw number i
+ * and any range can be made on its own (AWQ generates row by row). z is the Irwin-Hall sum of
+ * four 16-bit uniforms rescaled to unit variance: normal enough for weights, one draw per value. */
+static void gen_values(uint64_t key, uint64_t start, size_t n, float mean, float std, float *out) {
+    const float k = 1.7320508f / 65536.0f; /* sqrt(12 / 4) per unit of the 16-bit sum */
+    uint64_t s = key + start * 0x9e3779b97f4a7c15ull;
+    for (size_t j = 0; j < n; j++) {
+        uint64_t r = splitmix64(&s);
+        float sum = (float)((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48));
+        out[j] = mean + std * (sum - 2.0f * 65535.0f) * k;
+    }
+}
+
+static uint64_t tensor_key(uint64_t seed, const char *name) {
+    uint64_t s = seed ^ xi_hash64(name, strlen(name));
+    return splitmix64(&s);
+}
+
+/* ---------------------------------------------------------------- tensor plan */
+
+enum { U_MAT, U_NORM, U_BIAS, U_AWQ };
+
+/* One generated weight: a float tensor of [rows, cols] (cols 0 for vectors), written as one
+ * safetensors entry, or as AWQ's qweight/qzeros/scales triple. */
+typedef struct unit {
+    char name[112];   /* full float name, e.g. model.layers.0.mlp.up_proj.weight */
+    int kind;
+    int64_t rows, cols;
+    int shard;
+} unit;
+
+typedef struct plan {
+    unit *u;          /* [n] owned */
+    int n, cap;
+} plan;
+
+static void plan_add(plan *pl, int kind, int64_t rows, int64_t cols, const char *name) {
+    if (pl->n == pl->cap) {
+        int cap = pl->cap ? pl->cap * 2 : 64;
+        unit *u = realloc(pl->u, (size_t)cap * sizeof *u);
+        if (!u) return; /* caught by plan_build's count check */
+        pl->u = u;
+        pl->cap = cap;
+    }
+    unit *u = &pl->u[pl->n++];
+    memset(u, 0, sizeof *u);
+    snprintf(u->name, sizeof u->name, "%s", name);
+    u->kind = kind;
+    u->rows = rows;
+    u->cols = cols;
+}
+
+static void plan_layer(plan *pl, int kind, int64_t rows, int64_t cols, int layer, const char *what) {
+    char name[112];
+    snprintf(name, sizeof name, "model.layers.%d.%s", layer, what);
+    plan_add(pl, kind, rows, cols, name);
+}
+
+static int plan_build(plan *pl, const opts *o) {
+    const preset *p = o->p;
+    int64_t h = p->hidden, q = (int64_t)p->heads * p->head_dim, kv = (int64_t)p->kv_heads * p->head_dim;
+    int lin = o->awq ? U_AWQ : U_MAT;
+    plan_add(pl, U_MAT, p->vocab, h, "model.embed_tokens.weight");
+    for (int l = 0; l < o->layers; l++) {
+        plan_layer(pl, U_NORM, h, 0, l, "input_layernorm.weight");
+        plan_layer(pl, lin, q, h, l, "self_attn.q_proj.weight");
+        plan_layer(pl, lin, kv, h, l, "self_attn.k_proj.weight");
+        plan_layer(pl, lin, kv, h, l, "self_attn.v_proj.weight");
+        if (p->qwen) {
+            plan_layer(pl, U_BIAS, q, 0, l, "self_attn.q_proj.bias");
+            plan_layer(pl, U_BIAS, kv, 0, l, "self_attn.k_proj.bias");
+            plan_layer(pl, U_BIAS, kv, 0, l, "self_attn.v_proj.bias");
+        }
+        plan_layer(pl, lin, h, q, l, "self_attn.o_proj.weight");
+        plan_layer(pl, U_NORM, h, 0, l, "post_attention_layernorm.weight");
+        plan_layer(pl, lin, p->inter, h, l, "mlp.gate_proj.weight");
+        plan_layer(pl, lin, p->inter, h, l, "mlp.up_proj.weight");
+        plan_layer(pl, lin, h, p->inter, l, "mlp.down_proj.weight");
+    }
+    plan_add(pl, U_NORM, h, 0, "model.norm.weight");
+    if (!p->tied) plan_add(pl, U_MAT, p->vocab, h, "lm_head.weight");
+    return pl->n == 2 + o->layers * (p->qwen ? 12 : 9) + !p->tied ? 0 : -1;
+}
+
+/* The safetensors entries of a unit; returns how many (1 or 3). Names point into `names`. */
+static int unit_specs(const unit *u, const opts *o, xi_st_spec *sp, char names[3][128]) {
+    if (u->kind != U_AWQ) {
+        sp[0] = (xi_st_spec){u->name, o->dtype, u->cols ? 2 : 1, {u->rows, u->cols}};
+        return 1;
+    }
+    /* AutoAWQ GEMM: x [.., in] times W^T, so the packed tensors are indexed [in, out]. */
+    size_t base = strlen(u->name) - strlen(".weight");
+    const char *suffix[3] = {"qweight", "qzeros", "scales"};
+    for (int i = 0; i < 3; i++) snprintf(names[i], 128, "%.*s.%s", (int)base, u->name, suffix[i]);
+    int64_t in = u->cols, out = u->rows, groups = in / o->group;
+    sp[0] = (xi_st_spec){names[0], XI_I32, 2, {in, out / 8}};
+    sp[1] = (xi_st_spec){names[1], XI_I32, 2, {groups, out / 8}};
+    sp[2] = (xi_st_spec){names[2], XI_F16, 2, {groups, out}};
+    return 3;
+}
+
+static uint64_t unit_bytes(const unit *u, const opts *o) {
+    xi_st_spec sp[3];
+    char names[3][128];
+    int n = unit_specs(u, o, sp, names);
+    uint64_t b = 0;
+    for (int i = 0; i < n; i++) b += xi_st_spec_nbytes(&sp[i]);
+    return b;
+}
+
+/* ---------------------------------------------------------------- writing tensors */
+
+#define CHUNK (1 << 20) /* elements generated per write */
+
+typedef struct scratch {
+    float *f;          /* [CHUNK] generated values */
+    void *conv;        /* [CHUNK * 4] bytes in the target dtype */
+} scratch;
+
+static int write_plain(FILE *f, const unit *u, const opts *o, scratch *sc) {
+    uint64_t n = (uint64_t)u->rows * (uint64_t)(u->cols ? u->cols : 1);
+    float mean = u->kind == U_NORM ? 1.0f : 0.0f;
+    float std = u->kind == U_NORM ? 0.01f : u->kind == U_BIAS ? 0.01f : 0.02f;
+    uint64_t key = tensor_key(o->seed, u->name);
+    size_t es = xi_dtype_size(o->dtype);
+    for (uint64_t at = 0; at < n; at += CHUNK) {
+        size_t m = (size_t)XI_MIN((uint64_t)CHUNK, n - at);
+        gen_values(key, at, m, mean, std, sc->f);
+        xi_from_f32(sc->conv, o->dtype, sc->f, m);
+        if (fwrite(sc->conv, es, m, f) != m) return -1;
+    }
+    return 0;
+}
+
+/* Round-to-nearest 4-bit quantization with a zero point per group of `group` inputs, packed the
+ * way AutoAWQ's GEMM layer stores it: nibble j of a 32-bit word holds output column
+ * 8 * word + awq_order[j]. The fp16-rounded scale is the one used to quantize, as AutoAWQ does. */
+static const int awq_order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+static int write_awq(FILE *f, const unit *u, const opts *o, scratch *sc) {
+    int64_t out = u->rows, in = u->cols, G = o->group, groups = in / G;
+    uint8_t *q = malloc((size_t)(out * in));              /* [out, in] 4-bit values, owned here */
+    uint8_t *zero = malloc((size_t)(groups * out));       /* [groups, out] */
+    uint16_t *scale = malloc((size_t)(groups * out) * 2); /* [groups, out] fp16 */
+    uint32_t *row = malloc((size_t)(out / 8) * 4);        /* [out / 8] one packed output row */
+    int rc = -1;
+    if (!q || !zero || !scale || !row) goto done;
+    uint64_t key = tensor_key(o->seed, u->name);
+    for (int64_t r = 0; r < out; r++) {
+        gen_values(key, (uint64_t)(r * in), (size_t)in, 0.0f, 0.02f, sc->f);
+        for (int64_t g = 0; g < groups; g++) {
+            const float *w = sc->f + g * G;
+            float lo = w[0], hi = w[0];
+            for (int64_t k = 1; k < G; k++) lo = fminf(lo, w[k]), hi = fmaxf(hi, w[k]);
+            uint16_t sh = xi_f32_to_f16(fmaxf(hi - lo, 1e-5f) / 15.0f);
+            float s = xi_f16_to_f32(sh);
+            float z = fminf(fmaxf(-nearbyintf(lo / s), 0.0f), 15.0f);
+            scale[g * out + r] = sh;
+            zero[g * out + r] = (uint8_t)z;
+            for (int64_t k = 0; k < G; k++) {
+                float v = nearbyintf(w[k] / s) + z;
+                q[r * in + g * G + k] = (uint8_t)fminf(fmaxf(v, 0.0f), 15.0f);
+            }
+        }
+    }
+    for (int64_t i = 0; i < in; i++) { /* qweight [in, out / 8] */
+        for (int64_t c = 0; c < out / 8; c++) {
+            uint32_t word = 0;
+            for (int j = 0; j < 8; j++) word |= (uint32_t)q[(8 * c + awq_order[j]) * in + i] << (4 * j);
+            row[c] = word;
+        }
+        if (fwrite(row, 4, (size_t)(out / 8), f) != (size_t)(out / 8)) goto done;
+    }
+    for (int64_t g = 0; g < groups; g++) { /* qzeros [groups, out / 8] */
+        for (int64_t c = 0; c < out / 8; c++) {
+            uint32_t word = 0;
+            for (int j = 0; j < 8; j++) word |= (uint32_t)zero[g * out + 8 * c + awq_order[j]] << (4 * j);
+            row[c] = word;
+        }
+        if (fwrite(row, 4, (size_t)(out / 8), f) != (size_t)(out / 8)) goto done;
+    }
+    rc = fwrite(scale, 2, (size_t)(groups * out), f) == (size_t)(groups * out) ? 0 : -1;
+done:
+    free(q);
+    free(zero);
+    free(scale);
+    free(row);
+    return rc;
+}
+
+static char *shard_name(int i, int n) {
+    char buf[64];
+    if (n == 1) snprintf(buf, sizeof buf, "model.safetensors");
+    else snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", i + 1, n);
+    return xi_strdup(buf);
+}
+
+/* Write shard `s`: its header from every unit assigned to it, then the units' data in order. */
+static int write_shard(const plan *pl, const opts *o, int s, int n_shards, scratch *sc, json_t *wmap) {
+    char *file = shard_name(s, n_shards);
+    char *path = xi_path_join(o->out, file);
+    int n_specs = 0;
+    xi_st_spec *specs = xi_calloc((size_t)pl->n * 3, sizeof *specs);
+    char (*names)[3][128] = xi_calloc((size_t)pl->n, sizeof *names);
+    FILE *f = path ? fopen(path, "wb") : NULL;
+    int rc = -1;
+    char err[256];
+    if (!f || !specs || !names) {
+        fprintf(stderr, "genmodel: %s: %s\n", path ? path : file, strerror(errno));
+        goto done;
+    }
+    for (int i = 0; i < pl->n; i++) {
+        if (pl->u[i].shard != s) continue;
+        int k = unit_specs(&pl->u[i], o, specs + n_specs, names[i]);
+        for (int j = 0; j < k; j++) json_object_set_new(wmap, specs[n_specs + j].name, json_string(file));
+        n_specs += k;
+    }
+    const char *meta[] = {"format", "pt"};
+    if (xi_st_write_header(f, specs, n_specs, meta, 1, err, sizeof err) < 0) {
+        fprintf(stderr, "genmodel: %s: %s\n", path, err);
+        goto done;
+    }
+    for (int i = 0; i < pl->n; i++) {
+        const unit *u = &pl->u[i];
+        if (u->shard != s) continue;
+        if ((u->kind == U_AWQ ? write_awq(f, u, o, sc) : write_plain(f, u, o, sc))) {
+            fprintf(stderr, "genmodel: %s: tensor %s: write failed: %s\n", path, u->name, strerror(errno));
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    if (f && fclose(f) && !rc) {
+        fprintf(stderr, "genmodel: %s: %s\n", path, strerror(errno));
+        rc = -1;
+    }
+    free(specs);
+    free(names);
+    free(path);
+    free(file);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- config files */
+
+static const char *torch_dtype(xi_dtype t) {
+    return t == XI_F32 ? "float32" : t == XI_F16 ? "float16" : "bfloat16";
+}
+
+static int dump_json(json_t *j, const opts *o, const char *file) {
+    char *path = xi_path_join(o->out, file);
+    int rc = json_dump_file(j, path, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    if (rc) fprintf(stderr, "genmodel: %s: cannot write\n", path);
+    free(path);
+    json_decref(j);
+    return rc ? -1 : 0;
+}
+
+static int write_configs(const opts *o) {
+    const preset *p = o->p;
+    json_t *eos = p->qwen ? json_integer(151645) : json_pack("[i,i,i]", 128001, 128008, 128009);
+    int bos = p->qwen ? 151643 : 128000;
+    json_t *c = json_pack(
+        "{s:[s], s:s, s:b, s:f, s:i, s:o, s:s, s:i, s:i, s:f, s:i, s:i, s:i, s:i, s:i, s:f, s:f, "
+        "s:b, s:s, s:b, s:i}",
+        "architectures", p->arch, "model_type", p->qwen ? "qwen2" : "llama", "attention_bias",
+        p->qwen, "attention_dropout", 0.0, "bos_token_id", bos, "eos_token_id", eos, "hidden_act",
+        "silu", "hidden_size", p->hidden, "intermediate_size", p->inter, "initializer_range", 0.02,
+        "max_position_embeddings", p->max_pos, "num_attention_heads", p->heads, "num_hidden_layers",
+        o->layers, "num_key_value_heads", p->kv_heads, "head_dim", p->head_dim, "rms_norm_eps",
+        p->rms_eps, "rope_theta", p->rope_theta, "tie_word_embeddings", p->tied, "torch_dtype",
+        torch_dtype(o->awq ? XI_F16 : o->dtype), "use_cache", 1, "vocab_size", p->vocab);
+    if (!c) return -1;
+    if (p->qwen) {
+        json_object_set_new(c, "max_window_layers", json_integer(o->layers));
+        json_object_set_new(c, "sliding_window", json_integer(p->max_pos));
+        json_object_set_new(c, "use_sliding_window", json_false());
+        json_object_set_new(c, "rope_scaling", json_null());
+    } else {
+        json_object_set_new(c, "mlp_bias", json_false());
+        json_object_set_new(c, "rope_scaling",
+                            json_pack("{s:f, s:f, s:f, s:i, s:s}", "factor", 8.0, "low_freq_factor", 1.0,
+                                      "high_freq_factor", 4.0, "original_max_position_embeddings",
+                                      8192, "rope_type", "llama3"));
+    }
+    if (o->awq)
+        json_object_set_new(c, "quantization_config",
+                            json_pack("{s:s, s:i, s:i, s:b, s:s, s:n}", "quant_method", "awq", "bits", 4,
+                                      "group_size", o->group, "zero_point", 1, "version", "gemm",
+                                      "modules_to_not_convert"));
+    if (dump_json(c, o, "config.json")) return -1;
+    json_t *g = p->qwen ? json_pack("{s:i, s:b, s:[i,i], s:i, s:f, s:f, s:i, s:f}", "bos_token_id", bos,
+                                    "do_sample", 1, "eos_token_id", 151645, 151643, "pad_token_id",
+                                    151643, "repetition_penalty", 1.1, "temperature", 0.7, "top_k",
+                                    20, "top_p", 0.8)
+                        : json_pack("{s:i, s:b, s:[i,i,i], s:f, s:f}", "bos_token_id", bos,
+                                    "do_sample", 1, "eos_token_id", 128001, 128008, 128009,
+                                    "temperature", 0.6, "top_p", 0.9);
+    return g ? dump_json(g, o, "generation_config.json") : -1;
+}
+
+/* Tokenizer files travel with the weights so the folder is a complete model. */
+static int copy_tokenizer(const opts *o, const char *dir) {
+    static const char *files[] = {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
+                                  "added_tokens.json", "special_tokens_map.json", "tokenizer.model",
+                                  "LICENSE"};
+    int copied = 0;
+    for (size_t i = 0; i < XI_ARRAY_LEN(files); i++) {
+        char *src = xi_path_join(dir, files[i]);
+        char *dst = xi_path_join(o->out, files[i]);
+        char err[256];
+        size_t len = 0;
+        char *data = src && xi_file_exists(src) ? xi_read_file(src, &len, err, sizeof err) : NULL;
+        int bad = 0;
+        if (data) {
+            FILE *f = fopen(dst, "wb");
+            bad = !f || fwrite(data, 1, len, f) != len;
+            if (f && fclose(f)) bad = 1;
+            if (bad) fprintf(stderr, "genmodel: %s: %s\n", dst, strerror(errno));
+            copied++;
+        }
+        free(data);
+        free(src);
+        free(dst);
+        if (bad) return -1;
+    }
+    if (!copied) {
+        fprintf(stderr, "genmodel: %s: no tokenizer files found\n", dir);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: genmodel --preset NAME [--dtype f32|f16|bf16] [--awq] [--group-size G]\n"
+               "                [--layers N] [--seed S] [--tokenizer DIR] [--max-shard-mb MB] OUT_DIR\n"
+               "presets:");
+    for (size_t i = 0; i < XI_ARRAY_LEN(presets); i++) fprintf(f, " %s", presets[i].name);
+    fprintf(f, "\n");
+}
+
+static int parse_args(opts *o, int argc, char **argv) {
+    const char *dtype = NULL;
+    *o = (opts){.group = 128, .seed = 0, .max_shard = 2000ull * 1000 * 1000, .layers = -1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = !strcmp(a, "--preset") || !strcmp(a, "--dtype") || !strcmp(a, "--group-size") ||
+                    !strcmp(a, "--layers") || !strcmp(a, "--seed") || !strcmp(a, "--tokenizer") ||
+                    !strcmp(a, "--max-shard-mb");
+        if (takes && !v) {
+            fprintf(stderr, "genmodel: %s needs a value\n", a);
+            return -1;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 1;
+        } else if (!strcmp(a, "--preset")) {
+            for (size_t k = 0; k < XI_ARRAY_LEN(presets); k++)
+                if (!strcmp(v, presets[k].name)) o->p = &presets[k];
+            if (!o->p) {
+                fprintf(stderr, "genmodel: unknown preset '%s'\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--dtype")) {
+            dtype = v;
+        } else if (!strcmp(a, "--awq")) {
+            o->awq = 1;
+        } else if (!strcmp(a, "--group-size")) {
+            o->group = atoi(v);
+        } else if (!strcmp(a, "--layers")) {
+            o->layers = atoi(v);
+        } else if (!strcmp(a, "--seed")) {
+            o->seed = strtoull(v, NULL, 0);
+        } else if (!strcmp(a, "--tokenizer")) {
+            o->tokenizer = v;
+        } else if (!strcmp(a, "--max-shard-mb")) {
+            o->max_shard = strtoull(v, NULL, 0) * 1000 * 1000;
+        } else if (a[0] == '-' || o->out) {
+            fprintf(stderr, "genmodel: unexpected argument '%s'\n", a);
+            return -1;
+        } else {
+            o->out = a;
+        }
+        if (takes) i++;
+    }
+    if (!o->p || !o->out) {
+        usage(stderr);
+        return -1;
+    }
+    /* AutoAWQ checkpoints keep every unquantized tensor in float16. */
+    o->dtype = o->awq ? XI_F16 : XI_BF16;
+    if (dtype) {
+        int t = !strcmp(dtype, "f32") ? XI_F32 : !strcmp(dtype, "f16") ? XI_F16 : !strcmp(dtype, "bf16") ? XI_BF16 : -1;
+        if (t < 0 || (o->awq && t != XI_F16)) {
+            fprintf(stderr, "genmodel: --dtype %s: expected f32, f16 or bf16 (AWQ: f16)\n", dtype);
+            return -1;
+        }
+        o->dtype = (xi_dtype)t;
+    }
+    if (o->layers < 0) o->layers = o->p->layers;
+    if (o->max_shard == 0) {
+        fprintf(stderr, "genmodel: --max-shard-mb must be positive\n");
+        return -1;
+    }
+    const preset *p = o->p;
+    if (o->awq && (o->group <= 0 || p->hidden % o->group || p->inter % o->group ||
+                   (p->heads * p->head_dim) % o->group || (p->heads * p->head_dim) % 8 || p->hidden % 8 || p->inter % 8 ||
+                   (p->kv_heads * p->head_dim) % 8)) {
+        fprintf(stderr, "genmodel: --group-size %d must divide every input width (%d, %d) and outputs "
+                        "must be multiples of 8\n", o->group, p->hidden, p->inter);
+        return -1;
+    }
+    return 0;
+}
+
+/* The shared data folder: $XINFER_TEST_DATA, else ../shared/data from the working directory
+ * (the repository root), else from the binary (build/tools/genmodel). NULL when none exists. */
+static char *default_qwen_tokenizer(void) {
+    const char *rel = "tokenizers/qwen2.5";
+    const char *env = getenv("XINFER_TEST_DATA");
+    char exe[4096] = "";
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) snprintf(slash, sizeof exe - (size_t)(slash - exe), "/../../../shared/data");
+    const char *bases[] = {env && *env ? env : NULL, "../shared/data", slash ? exe : NULL};
+    for (size_t i = 0; i < XI_ARRAY_LEN(bases); i++) {
+        if (!bases[i]) continue;
+        char *dir = xi_path_join(bases[i], rel);
+        if (dir && xi_dir_exists(dir)) return dir;
+        free(dir);
+    }
+    return NULL;
+}
+
+static int mkdir_p(const char *dir) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *s = buf + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(buf, 0755) && errno != EEXIST) return -1;
+        *s = '/';
+    }
+    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+int main(int argc, char **argv) {
+    opts o;
+    int bad = parse_args(&o, argc, argv);
+    if (bad) return bad < 0 ? 2 : 0;
+    double t0 = xi_now();
+    if (mkdir_p(o.out)) {
+        fprintf(stderr, "genmodel: %s: %s\n", o.out, strerror(errno));
+        return 1;
+    }
+    plan pl = {0};
+    if (plan_build(&pl, &o)) {
+        fprintf(stderr, "genmodel: out of memory\n");
+        return 1;
+    }
+    /* Greedy shards in plan order: a unit never straddles two files. */
+    uint64_t total = 0, in_shard = 0, params = 0;
+    int n_shards = 1;
+    for (int i = 0; i < pl.n; i++) {
+        uint64_t b = unit_bytes(&pl.u[i], &o);
+        if (in_shard > 0 && in_shard + b > o.max_shard) n_shards++, in_shard = 0;
+        pl.u[i].shard = n_shards - 1;
+        in_shard += b;
+        total += b;
+        params += (uint64_t)pl.u[i].rows * (uint64_t)(pl.u[i].cols ? pl.u[i].cols : 1);
+    }
+    scratch sc = {malloc(CHUNK * sizeof(float)), malloc(CHUNK * 4)};
+    json_t *wmap = json_object();
+    int rc = sc.f && sc.conv && wmap ? 0 : -1;
+    for (int s = 0; s < n_shards && !rc; s++) rc = write_shard(&pl, &o, s, n_shards, &sc, wmap);
+    if (!rc && n_shards > 1) {
+        json_t *idx = json_pack("{s:{s:I}, s:O}", "metadata", "total_size", (json_int_t)total,
+                                "weight_map", wmap);
+        rc = idx ? dump_json(idx, &o, "model.safetensors.index.json") : -1;
+    }
+    if (!rc) rc = write_configs(&o);
+    const char *tok = o.tokenizer;
+    char *dflt = o.p->qwen && !tok ? default_qwen_tokenizer() : NULL;
+    if (dflt) tok = dflt;
+    if (!rc && tok) rc = copy_tokenizer(&o, tok);
+    else if (!rc) fprintf(stderr, "genmodel: no tokenizer for %s: pass --tokenizer DIR\n", o.p->name);
+    if (!rc)
+        printf("genmodel: %s %s%s, %d layers, %.3fB params, %.1f MiB in %d file%s, %.2f s -> %s\n",
+               o.p->name, o.awq ? "awq-int4 + " : "", xi_dtype_name(o.dtype), o.layers, params / 1e9,
+               total / 1048576.0, n_shards, n_shards > 1 ? "s" : "", xi_now() - t0, o.out);
+    free(dflt);
+    json_decref(wmap);
+    free(sc.f);
+    free(sc.conv);
+    free(pl.u);
+    return rc ? 1 : 0;
+}
