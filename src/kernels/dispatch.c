@@ -1,13 +1,63 @@
-/* kernels/dispatch: pick the op table for this CPU at start-up. */
+/* kernels/dispatch: pick the op table for this CPU at start-up, from what the CPU reports
+ * (cpuid + XCR0 on x86, HWCAP on aarch64), never from what the build machine had. */
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
 
 #include "base/base.h"
 #include "kernels/kernels.h"
 
+#if defined(__x86_64__)
+/* AVX2 + FMA + F16C, and the OS saves the ymm state (XCR0 bits 1 and 2). */
+static int cpu_has_avx2(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const unsigned need1 = (1u << 12) | (1u << 27) | (1u << 28) | (1u << 29); /* fma osxsave avx f16c */
+    if ((c & need1) != need1) return 0;
+    unsigned xlo, xhi;
+    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    if ((xlo & 6) != 6) return 0;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b >> 5) & 1;
+}
+#endif
+
+#if defined(__aarch64__)
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1 << 1)
+#endif
+#ifndef HWCAP_FPHP
+#define HWCAP_FPHP (1 << 9)
+#endif
+#ifndef HWCAP_ASIMDHP
+#define HWCAP_ASIMDHP (1 << 10)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+/* The neon table is built with armv8.2-a+fp16+dotprod, so it needs all of them. */
+static int cpu_has_neon(void) {
+    const unsigned long need = HWCAP_ASIMD | HWCAP_FPHP | HWCAP_ASIMDHP | HWCAP_ASIMDDP;
+    return (getauxval(AT_HWCAP) & need) == need;
+}
+#endif
+
 int xi_ops_available(const xi_ops **out, int max) {
     int n = 0;
     if (n < max) out[n++] = xi_ops_ref();
+#if defined(__x86_64__)
+    if (n < max && cpu_has_avx2()) out[n++] = xi_ops_avx2();
+#endif
+#if defined(__aarch64__)
+    if (n < max && cpu_has_neon()) out[n++] = xi_ops_neon();
+#endif
     return n;
 }
 

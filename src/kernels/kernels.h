@@ -65,6 +65,13 @@ typedef struct xi_ops {
 } xi_ops;
 
 const xi_ops *xi_ops_ref(void);
+/* ISA variants; call only when the CPU has the instructions (xi_ops_select checks). */
+#if defined(__x86_64__)
+const xi_ops *xi_ops_avx2(void); /* AVX2 + FMA + F16C */
+#endif
+#if defined(__aarch64__)
+const xi_ops *xi_ops_neon(void); /* ARMv8.2-A NEON + fp16 + dotprod */
+#endif
 /* The variant for this CPU, honouring XINFER_KERNELS; NULL when the override names a variant
  * this build or CPU lacks (err says which). */
 const xi_ops *xi_ops_select(const char *name, char *err, size_t errlen);

@@ -1,0 +1,149 @@
+/* kernels/x86/avx2_ops: attention, RMSNorm and SiLU*mul with AVX2 + FMA + F16C, and the
+ * `avx2` op table. Attention for one token depends only on that token's query and keys, so
+ * decode and prefill give the same bits. */
+#include <math.h>
+
+#include "kernels/x86/avx2_common.h"
+
+void xi_avx2_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
+                    const xi_weight *w, int64_t n0, int64_t n1);
+
+/* exp(x) for 8 lanes: Cephes-style range reduction x = n ln2 + r and a degree-6 polynomial;
+ * inputs are clamped to [-87.3, 88.3] so 2^n stays a normal float (relative error ~2e-7). */
+XI_INLINE __m256 avx2_exp(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* sum_d a[d] * b[d] for an f32 a and a b of type t, in the 8-lane order plus scalar tail. */
+XI_INLINE float dot_t(const float *a, xi_dtype t, const void *b, int64_t off, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    int d = 0;
+    for (; d + 8 <= n; d += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), avx2_load8(t, b, off + d), acc);
+    float s = avx2_hsum(acc);
+    for (; d < n; d++) s = avx2_fma1(a[d], avx2_load1(t, b, off + d), s);
+    return s;
+}
+
+/* o[d] = o[d] * c + p * v[d] (c = 1 skips the scaling). */
+XI_INLINE void axpy_t(float *o, float p, xi_dtype t, const void *v, int64_t off, int n) {
+    const __m256 pv = _mm256_set1_ps(p);
+    int d = 0;
+    for (; d + 8 <= n; d += 8)
+        _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pv, avx2_load8(t, v, off + d),
+                                                _mm256_loadu_ps(o + d)));
+    for (; d < n; d++) o[d] = avx2_fma1(p, avx2_load1(t, v, off + d), o[d]);
+}
+
+static void scale_vec(float *o, float c, int n) {
+    const __m256 cv = _mm256_set1_ps(c);
+    int d = 0;
+    for (; d + 8 <= n; d += 8) _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), cv));
+    for (; d < n; d++) o[d] *= c;
+}
+
+XI_INLINE void attn_t(xi_dtype t, float *out, const float *q, const xi_kv_view *kv,
+                      const int32_t *block_table, int n_ctx, int n_heads, int h0, int h1,
+                      float scale, float *scratch) {
+    const int hd = kv->head_dim, bs = kv->block_size;
+    const int group = n_heads / kv->n_kv_heads;
+    for (int h = h0; h < h1; h++) {
+        const float *qh = q + (int64_t)h * hd;
+        float *o = out + (int64_t)h * hd;
+        const int64_t kvh = h / group;
+        float m = -INFINITY, l = 0.0f;
+        for (int d = 0; d < hd; d++) o[d] = 0.0f;
+        for (int start = 0; start < n_ctx; start += bs) {
+            const int64_t base =
+                (int64_t)block_table[start / bs] * kv->block_stride + kvh * kv->head_stride;
+            const int nt = n_ctx - start < bs ? n_ctx - start : bs;
+            float mb = -INFINITY;
+            for (int tk = 0; tk < nt; tk++) {
+                const float s = dot_t(qh, t, kv->k, base + (int64_t)tk * hd, hd) * scale;
+                scratch[tk] = s;
+                if (s > mb) mb = s;
+            }
+            const float mn = mb > m ? mb : m;
+            const float corr = expf(m - mn); /* 0 on the first block: m = -inf */
+            l *= corr;
+            scale_vec(o, corr, hd);
+            for (int tk = 0; tk < nt; tk++) {
+                const float p = expf(scratch[tk] - mn);
+                l += p;
+                axpy_t(o, p, t, kv->v, base + (int64_t)tk * hd, hd);
+            }
+            m = mn;
+        }
+        scale_vec(o, 1.0f / l, hd);
+    }
+}
+
+static void avx2_attn(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
+                      int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch) {
+    switch (kv->dtype) {
+    case XI_F16: attn_t(XI_F16, out, q, kv, block_table, n_ctx, n_heads, h0, h1, scale, scratch); break;
+    case XI_BF16: attn_t(XI_BF16, out, q, kv, block_table, n_ctx, n_heads, h0, h1, scale, scratch); break;
+    default: attn_t(XI_F32, out, q, kv, block_table, n_ctx, n_heads, h0, h1, scale, scratch); break;
+    }
+}
+
+static void avx2_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    float ss = avx2_hsum(acc);
+    for (; i < n; i++) ss = avx2_fma1(x[i], x[i], ss);
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    const __m256 iv = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), iv),
+                                              _mm256_loadu_ps(w + i)));
+    for (; i < n; i++) y[i] = x[i] * inv * w[i];
+}
+
+XI_INLINE __m256 silu_mul8(__m256 g, __m256 u) {
+    const __m256 e = avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+/* The tail goes through the same 8-lane code (zero-padded) so an element's value does not
+ * depend on where it sits in the array. */
+static void avx2_silu_mul(float *y, const float *gate, const float *up, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i < n) {
+        float g[8] = {0}, u[8] = {0}, r[8];
+        memcpy(g, gate + i, (size_t)(n - i) * 4);
+        memcpy(u, up + i, (size_t)(n - i) * 4);
+        _mm256_storeu_ps(r, silu_mul8(_mm256_loadu_ps(g), _mm256_loadu_ps(u)));
+        memcpy(y + i, r, (size_t)(n - i) * 4);
+    }
+}
+
+static const xi_ops avx2_ops = {
+    .name = "avx2",
+    .matmul = xi_avx2_matmul,
+    .attn = avx2_attn,
+    .rmsnorm = avx2_rmsnorm,
+    .silu_mul = avx2_silu_mul,
+};
+
+const xi_ops *xi_ops_avx2(void) { return &avx2_ops; }
