@@ -29,8 +29,8 @@ static int greedy(xi_model *m, const int32_t *prompt, int n_prompt, int n_gen, i
     return rc;
 }
 
-TEST(test_stories260k_greedy_matches_llama2c_reference) {
-    xi_model *m = tm_load("models/stories260K", "float32", NULL, 2);
+static void stories_greedy(const char *kernels) {
+    xi_model *m = tm_load("models/stories260K", "float32", kernels, 2);
     CHECK(m);
     json_t *ref = tm_load_json("models/stories260K/reference.json");
     CHECK(ref);
@@ -52,8 +52,21 @@ TEST(test_stories260k_greedy_matches_llama2c_reference) {
     xi_model_free(m);
 }
 
-TEST(test_qwen2_tiny_logits_match_reference) {
-    xi_model *m = tm_load("models/qwen2-tiny-random", "float32", NULL, 2);
+/* Every kernel variant this CPU runs must reproduce the references. */
+#define FOR_EACH_VARIANT(fn, ...)                                                  \
+    do {                                                                           \
+        const xi_ops *all_[8];                                                     \
+        int n_ = xi_ops_available(all_, 8);                                        \
+        for (int v_ = 0; v_ < n_; v_++) {                                          \
+            fn(all_[v_]->name, ##__VA_ARGS__);                                     \
+            CHECKF(!xi_test_failed(), "kernel variant %s", all_[v_]->name);        \
+        }                                                                          \
+    } while (0)
+
+TEST(test_stories260k_greedy_matches_llama2c_reference) { FOR_EACH_VARIANT(stories_greedy); }
+
+static void qwen_reference(const char *kernels) {
+    xi_model *m = tm_load("models/qwen2-tiny-random", "float32", kernels, 2);
     CHECK(m);
     const xi_config *c = xi_model_config(m);
     json_t *ref = tm_load_json("models/qwen2-tiny-random/reference.json");
@@ -108,10 +121,12 @@ TEST(test_qwen2_tiny_logits_match_reference) {
     xi_model_free(m);
 }
 
+TEST(test_qwen2_tiny_logits_match_reference) { FOR_EACH_VARIANT(qwen_reference); }
+
 /* The same sequence computed alone and as one of 17 sequences in a batch gives the same bits;
  * so does feeding its prompt in chunks of 1, 5 and 16 tokens. */
-static void invariance(const char *rel, xi_dtype kvt) {
-    xi_model *m = tm_load(rel, NULL, NULL, 2);
+static void invariance(const char *kernels, const char *rel, xi_dtype kvt) {
+    xi_model *m = tm_load(rel, NULL, kernels, 2);
     CHECK(m);
     const xi_config *c = xi_model_config(m);
     const int V = c->vocab_size, NP = 40;
@@ -167,8 +182,12 @@ static void invariance(const char *rel, xi_dtype kvt) {
     xi_model_free(m);
 }
 
-TEST(test_batch_and_chunk_invariance_stories260k) { invariance("models/stories260K", XI_F32); }
-TEST(test_batch_and_chunk_invariance_qwen2_bf16_kv) { invariance("models/qwen2-tiny-random", XI_BF16); }
+TEST(test_batch_and_chunk_invariance_stories260k) {
+    FOR_EACH_VARIANT(invariance, "models/stories260K", XI_F32);
+}
+TEST(test_batch_and_chunk_invariance_qwen2_bf16_kv) {
+    FOR_EACH_VARIANT(invariance, "models/qwen2-tiny-random", XI_BF16);
+}
 
 TEST(test_thread_count_does_not_change_logits) {
     float *a = NULL;
