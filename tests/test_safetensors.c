@@ -1,3 +1,4 @@
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -273,4 +274,81 @@ TEST(test_st_open_dir_without_weights_fails_naming_dir) {
     CHECKF(strstr(err, dir), "%s", err);
     CHECK(!xi_st_open_file("/nonexistent/x.safetensors", err, sizeof err));
     CHECKF(strstr(err, "/nonexistent/x.safetensors"), "%s", err);
+}
+
+/* ---- xinfer inspect, through the binary ---- */
+
+static json_t *inspect_json(const char *dir, int *rc) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s inspect '%s' --json 2>/dev/null", xi_test_bin(), dir);
+    char *out = NULL;
+    *rc = xi_test_run(cmd, &out);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    return j;
+}
+
+TEST(test_inspect_stories260k_counts_params_dtypes_and_tensors) {
+    int rc = -1;
+    json_t *j = inspect_json(xi_test_data("models/stories260K"), &rc);
+    CHECK_EQ(rc, 0);
+    CHECK(j);
+    CHECK_STR(json_string_value(json_object_get(j, "architecture")), "LlamaForCausalLM");
+    /* 512x64 embeddings + 5 x (2x64 norms + 2x64x64 + 2x32x64 + 3x172x64) + 64. */
+    CHECK_EQ(json_integer_value(json_object_get(j, "parameters")), 260032);
+    CHECK_EQ(json_integer_value(json_object_get(j, "total_bytes")), 260032 * 4);
+    json_t *f32 = json_object_get(json_object_get(j, "dtypes"), "f32");
+    CHECK_EQ(json_integer_value(json_object_get(f32, "tensors")), 47);
+    CHECK_EQ(json_object_size(json_object_get(j, "dtypes")), 1);
+    json_t *ts = json_object_get(j, "tensors");
+    CHECK_EQ(json_array_size(ts), 47);
+    json_t *t0 = json_array_get(ts, 0);
+    CHECK_STR(json_string_value(json_object_get(t0, "name")), "model.embed_tokens.weight");
+    CHECK_EQ(json_integer_value(json_array_get(json_object_get(t0, "shape"), 0)), 512);
+    CHECK_EQ(json_integer_value(json_array_get(json_object_get(t0, "shape"), 1)), 64);
+    json_decref(j);
+
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s inspect '%s' 2>&1", xi_test_bin(), xi_test_data("models/stories260K"));
+    char *out = NULL;
+    CHECK_EQ(xi_test_run(cmd, &out), 0);
+    CHECKF(out && strstr(out, "LlamaForCausalLM") && strstr(out, "260032") &&
+               strstr(out, "model.layers.4.mlp.down_proj.weight") && strstr(out, "[64, 172]"),
+           "%s", out ? out : "");
+    free(out);
+}
+
+TEST(test_inspect_awq_counts_packed_weights_not_scales) {
+    int rc = -1;
+    json_t *j = inspect_json(xi_test_data("models/stories260K-awq"), &rc);
+    CHECK_EQ(rc, 0);
+    CHECK(j);
+    /* As stories260K with the MLP padded to 192: qweight int32s count 8 weights, scales none. */
+    CHECK_EQ(json_integer_value(json_object_get(j, "parameters")), 32768 + 5 * (128 + 8192 + 4096 + 36864) + 64);
+    CHECK_EQ(json_integer_value(json_object_get(json_object_get(json_object_get(j, "dtypes"), "i32"), "tensors")),
+             5 * 7 * 2);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(j, "quantization"), "method")), "awq");
+    json_decref(j);
+}
+
+TEST(test_inspect_truncated_weights_exit_1_naming_file_and_tensor) {
+    const char *dir = xi_test_tmpdir();
+    char *src = xi_test_data("models/stories260K");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp '%s/config.json' '%s/' && head -c 500000 '%s/model.safetensors' > '%s/model.safetensors'",
+             src, dir, src, dir);
+    CHECK_EQ(xi_test_run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "%s inspect '%s' 2>&1 >/dev/null", xi_test_bin(), dir);
+    char *err = NULL;
+    CHECK_EQ(xi_test_run(cmd, &err), 1);
+    CHECK(err);
+    CHECKF(strstr(err, "model.safetensors: tensor ") && strstr(err, "exceed data size"), "%s", err);
+    char *nl = strchr(err, '\n');
+    CHECKF(nl && nl[1] == 0, "not one line: %s", err); /* exactly one line */
+    free(err);
+    /* A folder without config.json fails the same way. */
+    snprintf(cmd, sizeof cmd, "%s inspect '%s/nope' 2>&1 >/dev/null", xi_test_bin(), dir);
+    CHECK_EQ(xi_test_run(cmd, &err), 1);
+    CHECKF(err && strstr(err, "nope/config.json"), "%s", err ? err : "");
+    free(err);
 }

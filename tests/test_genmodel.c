@@ -1,0 +1,286 @@
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "model/safetensors.h"
+#include "tensor/dtype.h"
+#include "test.h"
+
+/* Run build/tools/genmodel with `args` into tmpdir/sub; returns the folder (heap) or NULL. */
+static char *genmodel(const char *sub, const char *args) {
+    const char *tools = getenv("XINFER_TOOLS");
+    char *dir = xi_path_join(xi_test_tmpdir(), sub);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/genmodel --preset tiny %s '%s' 2>&1", tools ? tools : "build/tools",
+             args, dir);
+    char *out = NULL;
+    int rc = xi_test_run(cmd, &out);
+    if (rc != 0) {
+        fprintf(stderr, "    %s -> exit %d: %s\n", cmd, rc, out ? out : "");
+        free(dir);
+        dir = NULL;
+    }
+    free(out);
+    return dir;
+}
+
+/* genmodel, then open the folder; NULL (with the reason on stderr) when either fails. */
+static xi_st_set *gen_open(const char *sub, const char *args, char **dir_out) {
+    char *dir = genmodel(sub, args);
+    char err[512] = "";
+    xi_st_set *s = dir ? xi_st_open_dir(dir, err, sizeof err) : NULL;
+    if (dir && !s) fprintf(stderr, "    %s: %s\n", dir, err);
+    if (dir_out) *dir_out = dir;
+    else free(dir);
+    return s;
+}
+
+static int same_bytes(const char *dir_a, const char *dir_b, const char *file) {
+    char *pa = xi_path_join(dir_a, file), *pb = xi_path_join(dir_b, file);
+    size_t la = 0, lb = 0;
+    char *a = xi_read_file(pa, &la, NULL, 0), *b = xi_read_file(pb, &lb, NULL, 0);
+    int same = a && b && la == lb && !memcmp(a, b, la);
+    free(a);
+    free(b);
+    free(pa);
+    free(pb);
+    return same;
+}
+
+static json_t *load_config(const char *dir) {
+    char *p = xi_path_join(dir, "config.json");
+    json_t *j = json_load_file(p, 0, NULL);
+    free(p);
+    return j;
+}
+
+static int shape_is(const xi_st_set *s, const char *name, xi_dtype dt, int64_t d0, int64_t d1) {
+    const xi_st_tensor *t = xi_st_find(s, name);
+    if (!t) fprintf(stderr, "    missing %s\n", name);
+    else if (t->dtype != dt || t->shape[0] != d0 || t->n_dims != (d1 ? 2 : 1) || (d1 && t->shape[1] != d1))
+        fprintf(stderr, "    %s: %s [%lld, %lld]\n", name, xi_dtype_name(t->dtype), (long long)t->shape[0],
+                (long long)(t->n_dims > 1 ? t->shape[1] : 0));
+    else return 1;
+    return 0;
+}
+
+/* tiny: hidden 64, intermediate 128, 2 layers, 4 heads of 16, 2 KV heads, vocab 151936, tied. */
+TEST(test_genmodel_tiny_f32_has_qwen2_shapes_and_config) {
+    char *dir = genmodel("f32", "--dtype f32 --seed 7");
+    CHECK(dir);
+    char err[512] = "";
+    xi_st_set *s = xi_st_open_dir(dir, err, sizeof err);
+    CHECKF(s, "%s", err);
+    CHECK_EQ(xi_st_count(s), 2 + 2 * 12);
+    CHECK(shape_is(s, "model.embed_tokens.weight", XI_F32, 151936, 64));
+    CHECK(shape_is(s, "model.layers.1.self_attn.q_proj.weight", XI_F32, 64, 64));
+    CHECK(shape_is(s, "model.layers.1.self_attn.k_proj.weight", XI_F32, 32, 64));
+    CHECK(shape_is(s, "model.layers.0.self_attn.v_proj.bias", XI_F32, 32, 0));
+    CHECK(shape_is(s, "model.layers.0.self_attn.o_proj.weight", XI_F32, 64, 64));
+    CHECK(shape_is(s, "model.layers.0.mlp.gate_proj.weight", XI_F32, 128, 64));
+    CHECK(shape_is(s, "model.layers.0.mlp.down_proj.weight", XI_F32, 64, 128));
+    CHECK(shape_is(s, "model.norm.weight", XI_F32, 64, 0));
+    CHECK(!xi_st_find(s, "lm_head.weight"));
+    /* Linear weights look like std-0.02 noise, norms like 1 + small noise. */
+    const xi_st_tensor *t = xi_st_find(s, "model.embed_tokens.weight");
+    const float *w = t->data;
+    double sum = 0, sq = 0;
+    size_t n = 151936 * 64;
+    for (size_t i = 0; i < n; i++) sum += w[i], sq += (double)w[i] * w[i];
+    CHECK_NEAR(sum / n, 0.0, 1e-4);
+    CHECK_NEAR(sqrt(sq / n), 0.02, 5e-4);
+    const float *g = xi_st_find(s, "model.norm.weight")->data;
+    for (int i = 0; i < 64; i++) CHECKF(g[i] > 0.9f && g[i] < 1.1f, "norm[%d] = %g", i, g[i]);
+    xi_st_close(s);
+
+    json_t *c = load_config(dir);
+    CHECK(c);
+    CHECK_STR(json_string_value(json_array_get(json_object_get(c, "architectures"), 0)), "Qwen2ForCausalLM");
+    CHECK_STR(json_string_value(json_object_get(c, "torch_dtype")), "float32");
+    CHECK(json_is_true(json_object_get(c, "tie_word_embeddings")));
+    CHECK_EQ(json_integer_value(json_object_get(c, "num_key_value_heads")), 2);
+    CHECK_NEAR(json_number_value(json_object_get(c, "rms_norm_eps")), 1e-6, 1e-12);
+    CHECK(!json_object_get(c, "quantization_config"));
+    json_decref(c);
+    char *tok = xi_path_join(dir, "tokenizer.json");
+    CHECK(xi_file_exists(tok));
+    free(tok);
+}
+
+TEST(test_genmodel_same_seed_same_bytes_other_seed_differs) {
+    char *a = genmodel("a", "--dtype bf16 --seed 11");
+    char *b = genmodel("b", "--dtype bf16 --seed 11");
+    char *c = genmodel("c", "--dtype bf16 --seed 12");
+    CHECK(a && b && c);
+    CHECK(same_bytes(a, b, "model.safetensors"));
+    CHECK(same_bytes(a, b, "config.json"));
+    CHECK(!same_bytes(a, c, "model.safetensors"));
+    char err[512];
+    xi_st_set *sa = xi_st_open_dir(a, err, sizeof err), *sc = xi_st_open_dir(c, err, sizeof err);
+    CHECKF(sa && sc, "%s", err);
+    /* Not just one byte: almost every element of every tensor changes with the seed. */
+    for (int i = 0; i < xi_st_count(sa); i++) {
+        const xi_st_tensor *x = xi_st_at(sa, i), *y = xi_st_find(sc, x->name);
+        CHECK(y && y->nbytes == x->nbytes && x->dtype == XI_BF16);
+        const uint16_t *p = x->data, *q = y->data;
+        size_t n = x->nbytes / 2, diff = 0;
+        for (size_t k = 0; k < n; k++) diff += p[k] != q[k];
+        CHECKF(diff > n / 2, "%s: %zu of %zu differ", x->name, diff, n);
+    }
+    xi_st_close(sa);
+    xi_st_close(sc);
+}
+
+TEST(test_genmodel_bf16_is_f32_rounded) {
+    xi_st_set *sa = gen_open("f32", "--dtype f32 --seed 3 --layers 1", NULL);
+    xi_st_set *sb = gen_open("bf16", "--dtype bf16 --seed 3 --layers 1", NULL);
+    CHECK(sa && sb);
+    CHECK_EQ(xi_st_count(sa), 2 + 12);
+    CHECK_EQ(xi_st_count(sb), xi_st_count(sa));
+    for (int i = 0; i < xi_st_count(sa); i++) {
+        const xi_st_tensor *x = xi_st_at(sa, i), *y = xi_st_find(sb, x->name);
+        CHECK(y && y->dtype == XI_BF16 && y->nbytes * 2 == x->nbytes);
+        const float *f = x->data;
+        const uint16_t *h = y->data;
+        for (size_t k = 0; k < y->nbytes / 2; k++)
+            CHECKF(xi_f32_to_bf16(f[k]) == h[k], "%s[%zu]", x->name, k);
+    }
+    xi_st_close(sa);
+    xi_st_close(sb);
+}
+
+/* AutoAWQ GEMM dequantization, written from the format description: w[o][i] =
+ * (q - z) * s where nibble j of qweight[i][c] is output column 8c + order[j]. */
+static const int awq_order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+static int nibble(const int32_t *packed, int64_t row, int64_t out, int64_t col) {
+    uint32_t word = (uint32_t)packed[row * (out / 8) + col / 8];
+    for (int j = 0; j < 8; j++)
+        if (awq_order[j] == col % 8) return (int)((word >> (4 * j)) & 15);
+    return -1;
+}
+
+/* Largest |dequant(awq) - ref| over the first ref_rows outputs, in units of that group's scale.
+ * ref is [ref_rows, in] f32; returns -1 on a shape mismatch. */
+static double awq_max_err_in_scales(const xi_st_set *s, const char *base, const float *ref, int64_t ref_rows) {
+    char nq[160], nz[160], ns[160];
+    snprintf(nq, sizeof nq, "%s.qweight", base);
+    snprintf(nz, sizeof nz, "%s.qzeros", base);
+    snprintf(ns, sizeof ns, "%s.scales", base);
+    const xi_st_tensor *q = xi_st_find(s, nq), *z = xi_st_find(s, nz), *sc = xi_st_find(s, ns);
+    if (!q || !z || !sc || q->dtype != XI_I32 || z->dtype != XI_I32 || sc->dtype != XI_F16) return -1;
+    int64_t in = q->shape[0], out = q->shape[1] * 8, groups = sc->shape[0], G = in / groups;
+    if (sc->shape[1] != out || z->shape[0] != groups || ref_rows > out) return -1;
+    const uint16_t *scales = sc->data;
+    double worst = 0;
+    for (int64_t o = 0; o < ref_rows; o++)
+        for (int64_t i = 0; i < in; i++) {
+            int64_t g = i / G;
+            float s = xi_f16_to_f32(scales[g * out + o]);
+            int qv = nibble(q->data, i, out, o), zv = nibble(z->data, g, out, o);
+            double e = fabs((qv - zv) * s - ref[o * in + i]) / s;
+            if (e > worst) worst = e;
+        }
+    return worst;
+}
+
+/* Is every dequantized weight of `base` in q within tol steps of base.weight in f? */
+static int awq_close_to(const xi_st_set *f, const xi_st_set *q, const char *base, double tol) {
+    char wn[160];
+    snprintf(wn, sizeof wn, "%s.weight", base);
+    const xi_st_tensor *w = xi_st_find(f, wn);
+    double e = w ? awq_max_err_in_scales(q, base, w->data, w->shape[0]) : -1;
+    if (e >= 0 && e <= tol) return 1;
+    fprintf(stderr, "    %s: max error %.4f steps (tolerance %.4f)\n", base, e, tol);
+    return 0;
+}
+
+TEST(test_awq_dequant_reader_matches_shared_stories260k_awq) {
+    /* The shared AWQ folder was made by others from stories260K; if our reading of the nibble
+     * order is right, dequantized weights sit within half a step of the f32 originals. */
+    char err[512];
+    xi_st_set *f = xi_st_open_dir(xi_test_data("models/stories260K"), err, sizeof err);
+    xi_st_set *q = xi_st_open_dir(xi_test_data("models/stories260K-awq"), err, sizeof err);
+    CHECKF(f && q, "%s", err);
+    const char *names[] = {"model.layers.0.mlp.gate_proj", "model.layers.3.self_attn.q_proj",
+                           "model.layers.4.self_attn.v_proj"};
+    for (size_t k = 0; k < XI_ARRAY_LEN(names); k++) CHECK(awq_close_to(f, q, names[k], 0.5 + 1e-2));
+    xi_st_close(f);
+    xi_st_close(q);
+}
+
+TEST(test_genmodel_awq_is_rtn_quantization_of_f32) {
+    char *b = NULL;
+    xi_st_set *sf = gen_open("f32", "--dtype f32 --seed 5 --layers 1", NULL);
+    xi_st_set *sq = gen_open("awq", "--awq --group-size 32 --seed 5 --layers 1", &b);
+    CHECK(sf && sq);
+    /* 2 norms + 3 biases + 7 linears x (qweight, qzeros, scales) per layer, embeddings, norm. */
+    CHECK_EQ(xi_st_count(sq), 2 + 5 + 7 * 3);
+    CHECK(shape_is(sq, "model.embed_tokens.weight", XI_F16, 151936, 64));
+    CHECK(shape_is(sq, "model.layers.0.self_attn.q_proj.bias", XI_F16, 64, 0));
+    CHECK(shape_is(sq, "model.layers.0.self_attn.k_proj.qweight", XI_I32, 64, 4));
+    CHECK(shape_is(sq, "model.layers.0.self_attn.k_proj.qzeros", XI_I32, 2, 4));
+    CHECK(shape_is(sq, "model.layers.0.self_attn.k_proj.scales", XI_F16, 2, 32));
+    CHECK(shape_is(sq, "model.layers.0.mlp.down_proj.qweight", XI_I32, 128, 8));
+    CHECK(shape_is(sq, "model.layers.0.mlp.down_proj.qzeros", XI_I32, 4, 8));
+    CHECK(shape_is(sq, "model.layers.0.mlp.down_proj.scales", XI_F16, 4, 64));
+    CHECK(!xi_st_find(sq, "model.layers.0.mlp.down_proj.weight"));
+    const char *lin[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                         "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+    for (size_t k = 0; k < XI_ARRAY_LEN(lin); k++) {
+        char base[160];
+        snprintf(base, sizeof base, "model.layers.0.%s", lin[k]);
+        CHECK(awq_close_to(sf, sq, base, 0.5 + 1e-3));
+    }
+    json_t *c = load_config(b);
+    CHECK(c);
+    json_t *qc = json_object_get(c, "quantization_config");
+    CHECK_STR(json_string_value(json_object_get(qc, "quant_method")), "awq");
+    CHECK_EQ(json_integer_value(json_object_get(qc, "bits")), 4);
+    CHECK_EQ(json_integer_value(json_object_get(qc, "group_size")), 32);
+    CHECK(json_is_true(json_object_get(qc, "zero_point")));
+    CHECK_STR(json_string_value(json_object_get(qc, "version")), "gemm");
+    CHECK_STR(json_string_value(json_object_get(c, "torch_dtype")), "float16");
+    json_decref(c);
+    xi_st_close(sf);
+    xi_st_close(sq);
+}
+
+TEST(test_genmodel_shards_with_index_and_same_tensors) {
+    /* The 38 MB embedding table alone exceeds a 10 MB shard, so the rest goes to a second file. */
+    char *b = NULL;
+    xi_st_set *s1 = gen_open("one", "--dtype f32 --seed 9 --layers 1", NULL);
+    xi_st_set *s2 = gen_open("two", "--dtype f32 --seed 9 --layers 1 --max-shard-mb 10", &b);
+    CHECK(s1 && s2);
+    char *idx = xi_path_join(b, "model.safetensors.index.json");
+    char *single = xi_path_join(b, "model.safetensors");
+    CHECK(xi_file_exists(idx));
+    CHECK(!xi_file_exists(single));
+    CHECK_EQ(xi_st_count(s2), xi_st_count(s1));
+    CHECK(strstr(xi_st_find(s2, "model.embed_tokens.weight")->file, "model-00001-of-00002.safetensors"));
+    CHECK(strstr(xi_st_find(s2, "model.norm.weight")->file, "model-00002-of-00002.safetensors"));
+    for (int i = 0; i < xi_st_count(s1); i++) {
+        const xi_st_tensor *x = xi_st_at(s1, i), *y = xi_st_find(s2, x->name);
+        CHECK(y && y->nbytes == x->nbytes && !memcmp(x->data, y->data, x->nbytes));
+    }
+    xi_st_close(s1);
+    xi_st_close(s2);
+    free(idx);
+    free(single);
+}
+
+TEST(test_genmodel_rejects_bad_arguments) {
+    const char *tools = getenv("XINFER_TOOLS");
+    char cmd[512];
+    const char *bad[] = {"--preset nope", "--preset tiny --dtype f8", "--preset tiny --awq --group-size 48",
+                         "--preset tiny --awq --dtype bf16"};
+    for (size_t i = 0; i < XI_ARRAY_LEN(bad); i++) {
+        snprintf(cmd, sizeof cmd, "%s/genmodel %s '%s/x' 2>&1", tools ? tools : "build/tools", bad[i],
+                 xi_test_tmpdir());
+        char *out = NULL;
+        int rc = xi_test_run(cmd, &out);
+        CHECKF(rc != 0 && out && strstr(out, "genmodel:"), "%s -> %d: %s", bad[i], rc, out ? out : "");
+        free(out);
+    }
+}
