@@ -11,6 +11,7 @@
 #ifndef XI_KERNELS_H
 #define XI_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/pool.h"
@@ -23,6 +24,8 @@
  *   Q4_AWQ: data = uint8 [n_out][n_in/2], byte j of a row holds input 2j in the low nibble
  *           and 2j+1 in the high nibble; scale = f32 [n_out][n_in/group], zero = uint8
  *           [n_out][n_in/group] (0..15); W[n,k] = (q - zero[n, k/group]) * scale[n, k/group].
+ *           n_in is a multiple of group_size (xi_weight_pack_awq checks); variants vectorize
+ *           group sizes that are multiples of 8 and use the ref loop for any other.
  * Buffers are owned by whoever built the weight (the model loader). */
 typedef struct xi_weight {
     xi_dtype dtype;
@@ -77,6 +80,25 @@ const xi_ops *xi_ops_neon(void); /* ARMv8.2-A NEON + fp16 + dotprod */
 const xi_ops *xi_ops_select(const char *name, char *err, size_t errlen);
 /* Every variant this build has and this CPU can run, ref first; returns the count. */
 int xi_ops_available(const xi_ops **out, int max);
+
+/* ---- building quantized weights at load (quant.c) ----
+ * Both return 0 and fill *w, whose buffers live in one allocation *owned of *owned_bytes
+ * (free with xi_free_big(*owned, *owned_bytes)); or -1 with err set. */
+
+/* Check AutoAWQ GEMM tensor shapes (qweight int32 [n_in, n_out/8], qzeros int32
+ * [n_in/group, n_out/8], scales f16 [n_in/group, n_out]) and derive n_in, n_out. */
+int xi_awq_check_shapes(const int64_t qweight[2], const int64_t qzeros[2], const int64_t scales[2],
+                        int group_size, int64_t *n_in, int64_t *n_out, char *err, size_t errlen);
+/* Repack AutoAWQ GEMM tensors (shapes as above; nibble j of a packed int32 is output column
+ * 8 i + {0,2,4,6,1,3,5,7}[j]) into the Q4_AWQ layout. The group size must divide n_in. */
+int xi_weight_pack_awq(xi_weight *w, const int32_t *qweight, const int32_t *qzeros,
+                       const uint16_t *scales_f16, int64_t n_in, int64_t n_out, int group_size,
+                       void **owned, size_t *owned_bytes, char *err, size_t errlen);
+/* Per-output-channel symmetric int8 of an [n_out][n_in] F32/F16/BF16 weight:
+ * scale[n] = max_k |W[n,k]| / 127, q = round-to-nearest-even(W / scale). */
+int xi_weight_quantize_q8(xi_weight *w, const void *src, xi_dtype src_dtype, int64_t n_out,
+                          int64_t n_in, void **owned, size_t *owned_bytes, char *err,
+                          size_t errlen);
 
 /* ---- helpers shared by all variants (kernels.c) ---- */
 
