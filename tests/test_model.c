@@ -216,3 +216,82 @@ TEST(test_thread_count_does_not_change_logits) {
     }
     free(a);
 }
+
+static void awq_reference(const char *kernels) {
+    xi_model *m = tm_load("models/stories260K-awq", "float32", kernels, 2);
+    CHECK(m);
+    CHECK(!strcmp(xi_model_quantization(m), "awq"));
+    const xi_config *c = xi_model_config(m);
+    json_t *ref = tm_load_json("models/stories260K-awq/reference.json");
+    CHECK(ref);
+    json_t *g = json_object_get(ref, "greedy_ids_from_bos"), *fl = json_object_get(ref, "first_logits_0to7");
+    char err[256];
+    xi_kv_store *kv = xi_kv_store_new(c, 16, 16, XI_F32, err, sizeof err);
+    CHECK(kv);
+    tm_seq s;
+    tm_seq_init(&s, 1, 15);
+    tm_seq *sp = &s;
+    float *logits = malloc(sizeof(float) * c->vocab_size);
+    int32_t tok = 1; /* BOS */
+    double maxerr = 0;
+    for (size_t i = 0; i < json_array_size(g); i++) {
+        const int32_t *tp = &tok;
+        int one = 1;
+        CHECK(tm_forward(m, kv, &sp, &tp, &one, 1, 0, logits) == 0);
+        if (i < json_array_size(fl))
+            for (int j = 0; j < 8; j++) {
+                double d = fabs(logits[j] - json_number_value(json_array_get(json_array_get(fl, i), j)));
+                if (d > maxerr) maxerr = d;
+            }
+        tok = tm_argmax(logits, c->vocab_size);
+        CHECKF(tok == json_integer_value(json_array_get(g, i)), "step %zu: %d vs %lld", i, tok,
+               json_integer_value(json_array_get(g, i)));
+    }
+    CHECKF(maxerr < 1e-3, "max abs logit error %g", maxerr);
+    free(logits);
+    xi_kv_store_free(kv);
+    json_decref(ref);
+    xi_model_free(m);
+}
+
+TEST(test_stories260k_awq_matches_dequantized_reference) { FOR_EACH_VARIANT(awq_reference); }
+
+/* int8 per-channel weights: a quarter of the f32 bytes, logits close to the float model. */
+TEST(test_int8_quantization_tracks_float_model) {
+    char err[256] = "";
+    char *dir = xi_test_data("models/stories260K");
+    xi_model_params pf = {.dir = dir, .n_threads = 2}, pq = pf;
+    pq.quantization = "int8";
+    xi_model *mf = xi_model_load(&pf, err, sizeof err), *mq = xi_model_load(&pq, err, sizeof err);
+    CHECKF(mf && mq, "%s", err);
+    CHECK(!strcmp(xi_model_quantization(mq), "int8"));
+    CHECK(xi_model_weight_bytes(mq) < xi_model_weight_bytes(mf) / 2);
+    const xi_config *c = xi_model_config(mf);
+    xi_kv_store *kf = xi_kv_store_new(c, 8, 16, XI_F32, err, sizeof err),
+                *kq = xi_kv_store_new(c, 8, 16, XI_F32, err, sizeof err);
+    int32_t ids[12] = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315};
+    tm_seq a, b;
+    tm_seq_init(&a, 1, 7);
+    tm_seq_init(&b, 1, 7);
+    tm_seq *pa = &a, *pb = &b;
+    const int32_t *ip = ids;
+    int n = 12;
+    float *lf = malloc(sizeof(float) * c->vocab_size), *lq = malloc(sizeof(float) * c->vocab_size);
+    CHECK(tm_forward(mf, kf, &pa, &ip, &n, 1, 0, lf) == 0);
+    CHECK(tm_forward(mq, kq, &pb, &ip, &n, 1, 0, lq) == 0);
+    double maxd = 0, range = 0;
+    for (int j = 0; j < c->vocab_size; j++) {
+        if (fabs(lf[j] - lq[j]) > maxd) maxd = fabs(lf[j] - lq[j]);
+        if (fabs(lf[j]) > range) range = fabs(lf[j]);
+    }
+    CHECKF(maxd < 0.05 * range, "int8 logits differ by %g (logit range %g)", maxd, range);
+    CHECK(maxd > 0); /* it really is a different weight format */
+    CHECK(tm_argmax(lf, c->vocab_size) == tm_argmax(lq, c->vocab_size));
+    free(lf);
+    free(lq);
+    xi_kv_store_free(kf);
+    xi_kv_store_free(kq);
+    xi_model_free(mf);
+    xi_model_free(mq);
+    free(dir);
+}

@@ -129,6 +129,98 @@ static float *load_vector(xi_model *m, const char *name, int64_t n, char *err, s
     return v;
 }
 
+/* Is this module kept in 16 bits by the AWQ checkpoint? (HF: substring match.) */
+static int awq_skipped(const xi_config *c, const char *module) {
+    for (int i = 0; i < c->n_modules_to_not_convert; i++)
+        if (strstr(module, c->modules_to_not_convert[i])) return 1;
+    return 0;
+}
+
+static const xi_st_tensor *find_typed(xi_model *m, const char *module, const char *suffix,
+                                      xi_dtype want, char *err, size_t errlen) {
+    char name[300];
+    snprintf(name, sizeof name, "%s.%s", module, suffix);
+    const xi_st_tensor *t = xi_st_find(m->st, name);
+    if (!t) {
+        xi_errf(err, errlen, "%s: missing tensor (AWQ checkpoint)", name);
+        return NULL;
+    }
+    if (t->dtype != want || t->n_dims != 2) {
+        xi_errf(err, errlen, "%s: tensor %s: expected a 2-D %s tensor, found %d-D %s", t->file, name,
+                xi_dtype_name(want), t->n_dims, xi_dtype_name(t->dtype));
+        return NULL;
+    }
+    return t;
+}
+
+/* AutoAWQ GEMM: qweight [in, out/8] i32, qzeros [in/group, out/8] i32, scales [in/group, out]
+ * f16; repacked once into the kernels' Q4 layout. */
+static int load_awq(xi_model *m, xi_weight *w, const char *module, int64_t rows, int64_t cols,
+                    char *err, size_t errlen) {
+    const xi_st_tensor *qw = find_typed(m, module, "qweight", XI_I32, err, errlen);
+    const xi_st_tensor *qz = qw ? find_typed(m, module, "qzeros", XI_I32, err, errlen) : NULL;
+    const xi_st_tensor *sc = qz ? find_typed(m, module, "scales", XI_F16, err, errlen) : NULL;
+    if (!sc) return -1;
+    int64_t n_in, n_out;
+    if (xi_awq_check_shapes(qw->shape, qz->shape, sc->shape, m->cfg.quant_group_size, &n_in,
+                            &n_out, err, errlen))
+        return xi_err_prefix(err, errlen, "%s: %s", qw->file, module);
+    if (n_in != cols || n_out != rows)
+        return xi_errf(err, errlen, "%s: %s: AWQ tensors give [%lld, %lld], expected [%lld, %lld]",
+                       qw->file, module, (long long)n_out, (long long)n_in, (long long)rows,
+                       (long long)cols);
+    void *owned;
+    size_t bytes;
+    if (xi_weight_pack_awq(w, qw->data, qz->data, sc->data, n_in, n_out, m->cfg.quant_group_size,
+                           &owned, &bytes, err, errlen))
+        return xi_err_prefix(err, errlen, "%s: %s", qw->file, module);
+    if (xi_model_own(m, owned, bytes, 1)) {
+        xi_free_big(owned, bytes);
+        return xi_errf(err, errlen, "out of memory");
+    }
+    m->n_params += rows * cols;
+    m->weight_bytes += (int64_t)(qw->nbytes + qz->nbytes + sc->nbytes);
+    return 0;
+}
+
+/* A linear layer's weight `module`.weight [rows, cols]: AWQ int4, int8 quantized at load, or
+ * a float matrix in the model's weight dtype. */
+static int load_linear(xi_model *m, xi_weight *w, const char *module, int64_t rows, int64_t cols,
+                       int zero_copy, char *err, size_t errlen) {
+    char name[300];
+    snprintf(name, sizeof name, "%s.weight", module);
+    if (m->cfg.quant_awq && !awq_skipped(&m->cfg, module))
+        return load_awq(m, w, module, rows, cols, err, errlen);
+    if (!strcmp(m->quant, "int8")) {
+        int64_t shape[2] = {rows, cols};
+        const xi_st_tensor *t = bind(m, name, 2, shape, 1, err, errlen);
+        if (!t) return -1;
+        void *owned;
+        size_t bytes;
+        if (xi_weight_quantize_q8(w, t->data, t->dtype, rows, cols, &owned, &bytes, err, errlen))
+            return xi_err_prefix(err, errlen, "%s: %s", t->file, name);
+        if (xi_model_own(m, owned, bytes, 1)) {
+            xi_free_big(owned, bytes);
+            return xi_errf(err, errlen, "out of memory");
+        }
+        m->n_params += rows * cols;
+        m->weight_bytes += rows * cols + rows * 4;
+        return 0;
+    }
+    return load_matrix(m, w, name, rows, cols, zero_copy, err, errlen);
+}
+
+/* Optional bias: required by the architecture (want) or present in the checkpoint. */
+static int load_bias(xi_model *m, float **out, const char *module, int64_t n, int want, char *err,
+                     size_t errlen) {
+    char name[300];
+    snprintf(name, sizeof name, "%s.bias", module);
+    *out = NULL;
+    if (!want && !xi_st_find(m->st, name)) return 0;
+    *out = load_vector(m, name, n, err, errlen);
+    return *out ? 0 : -1;
+}
+
 static int load_layer(xi_model *m, int l, int zero_copy, char *err, size_t errlen) {
     const xi_config *c = &m->cfg;
     xi_layer *L = &m->layers[l];
@@ -136,23 +228,20 @@ static int load_layer(xi_model *m, int l, int zero_copy, char *err, size_t errle
                   kvd = (int64_t)c->n_kv_heads * c->head_dim, ff = c->intermediate_size;
     char name[256];
 #define NAME(suffix) (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), name)
-    if (load_matrix(m, &L->wq, NAME("self_attn.q_proj.weight"), qd, h, zero_copy, err, errlen) ||
-        load_matrix(m, &L->wk, NAME("self_attn.k_proj.weight"), kvd, h, zero_copy, err, errlen) ||
-        load_matrix(m, &L->wv, NAME("self_attn.v_proj.weight"), kvd, h, zero_copy, err, errlen) ||
-        load_matrix(m, &L->wo, NAME("self_attn.o_proj.weight"), h, qd, zero_copy, err, errlen) ||
-        load_matrix(m, &L->wgate, NAME("mlp.gate_proj.weight"), ff, h, zero_copy, err, errlen) ||
-        load_matrix(m, &L->wup, NAME("mlp.up_proj.weight"), ff, h, zero_copy, err, errlen) ||
-        load_matrix(m, &L->wdown, NAME("mlp.down_proj.weight"), h, ff, zero_copy, err, errlen))
+    if (load_linear(m, &L->wq, NAME("self_attn.q_proj"), qd, h, zero_copy, err, errlen) ||
+        load_bias(m, &L->bq, name, qd, c->attention_bias, err, errlen) ||
+        load_linear(m, &L->wk, NAME("self_attn.k_proj"), kvd, h, zero_copy, err, errlen) ||
+        load_bias(m, &L->bk, name, kvd, c->attention_bias, err, errlen) ||
+        load_linear(m, &L->wv, NAME("self_attn.v_proj"), kvd, h, zero_copy, err, errlen) ||
+        load_bias(m, &L->bv, name, kvd, c->attention_bias, err, errlen) ||
+        load_linear(m, &L->wo, NAME("self_attn.o_proj"), h, qd, zero_copy, err, errlen) ||
+        load_linear(m, &L->wgate, NAME("mlp.gate_proj"), ff, h, zero_copy, err, errlen) ||
+        load_linear(m, &L->wup, NAME("mlp.up_proj"), ff, h, zero_copy, err, errlen) ||
+        load_linear(m, &L->wdown, NAME("mlp.down_proj"), h, ff, zero_copy, err, errlen))
         return -1;
     if (!(L->attn_norm = load_vector(m, NAME("input_layernorm.weight"), h, err, errlen)) ||
         !(L->ffn_norm = load_vector(m, NAME("post_attention_layernorm.weight"), h, err, errlen)))
         return -1;
-    if (c->attention_bias) {
-        if (!(L->bq = load_vector(m, NAME("self_attn.q_proj.bias"), qd, err, errlen)) ||
-            !(L->bk = load_vector(m, NAME("self_attn.k_proj.bias"), kvd, err, errlen)) ||
-            !(L->bv = load_vector(m, NAME("self_attn.v_proj.bias"), kvd, err, errlen)))
-            return -1;
-    }
 #undef NAME
     return 0;
 }
@@ -176,14 +265,31 @@ xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
         xi_errf(err, errlen, "--dtype %s: expected auto, float32, bfloat16 or float16", p->dtype);
         goto fail;
     }
-    m->quant = "none";
-    if (p->quantization && *p->quantization && strcmp(p->quantization, "auto") &&
-        strcmp(p->quantization, "none")) {
-        xi_errf(err, errlen, "--quantization %s: not supported by this build", p->quantization);
-        goto fail;
-    }
-    if (c->quant_awq) {
-        xi_errf(err, errlen, "%s: AWQ checkpoints are not supported by this build yet", p->dir);
+    /* quantization: "auto" follows the checkpoint; "awq" must match it; "int8" quantizes
+     * float checkpoints at load; "none" refuses a quantized checkpoint. */
+    const char *q = p->quantization && *p->quantization ? p->quantization : "auto";
+    if (!strcmp(q, "auto")) {
+        m->quant = c->quant_awq ? "awq" : "none";
+    } else if (!strcmp(q, "awq")) {
+        if (!c->quant_awq) {
+            xi_errf(err, errlen, "--quantization awq: %s/config.json has no AWQ quantization_config", p->dir);
+            goto fail;
+        }
+        m->quant = "awq";
+    } else if (!strcmp(q, "int8")) {
+        if (c->quant_awq) {
+            xi_errf(err, errlen, "--quantization int8: %s is already an AWQ checkpoint", p->dir);
+            goto fail;
+        }
+        m->quant = "int8";
+    } else if (!strcmp(q, "none")) {
+        if (c->quant_awq) {
+            xi_errf(err, errlen, "--quantization none: %s is an AWQ checkpoint", p->dir);
+            goto fail;
+        }
+        m->quant = "none";
+    } else {
+        xi_errf(err, errlen, "--quantization %s: expected auto, awq, int8 or none", q);
         goto fail;
     }
     m->st = xi_st_open_dir(p->dir, err, errlen);
@@ -261,3 +367,4 @@ xi_dtype xi_model_dtype(const xi_model *m) { return m->wdtype; }
 int64_t xi_model_weight_bytes(const xi_model *m) { return m->weight_bytes; }
 int64_t xi_model_n_params(const xi_model *m) { return m->n_params; }
 int xi_model_n_threads(const xi_model *m) { return xi_pool_size(m->pool); }
+const char *xi_model_quantization(const xi_model *m) { return m->quant; }

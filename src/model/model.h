@@ -31,6 +31,7 @@ xi_dtype xi_model_dtype(const xi_model *m);     /* weight dtype (F32/F16/BF16; q
 int64_t xi_model_weight_bytes(const xi_model *m);
 int64_t xi_model_n_params(const xi_model *m);
 int xi_model_n_threads(const xi_model *m);
+const char *xi_model_quantization(const xi_model *m); /* "none", "awq", "int8" */
 
 /* The paged KV store: n_blocks blocks of block_size tokens, K and V for every layer.
  * Memory layout [n_blocks][n_layers][K|V][n_kv_heads][block_size][head_dim]. */
