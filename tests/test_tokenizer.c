@@ -108,3 +108,289 @@ TEST(test_tokenizer_llama_spm_matches_llama_cpp_vectors) {
     check_vectors(t, "tokenizer-vectors/ggml-vocab-llama-spm.gguf");
     xi_tokenizer_free(t);
 }
+
+/* A tokenizer folder in the test's temporary directory whose files link to shared data. */
+static const char *link_folder(const char *rel, const char *const *names, int n) {
+    const char *dir = xi_test_tmpdir();
+    char *abs = realpath(xi_test_data(rel), NULL);
+    if (!abs) return NULL;
+    for (int i = 0; i < n; i++) {
+        char src[1024], dst[1024];
+        snprintf(src, sizeof src, "%s/%s", abs, names[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, names[i]);
+        if (symlink(src, dst)) return NULL;
+    }
+    free(abs);
+    return dir;
+}
+
+TEST(test_tokenizer_vocab_json_merges_txt_folder_matches_vectors) {
+    static const char *const names[] = {"vocab.json", "merges.txt", "tokenizer_config.json",
+                                        "added_tokens.json"};
+    const char *dir = link_folder("tokenizers/qwen2.5", names, 4);
+    CHECK(dir);
+    char err[512] = "";
+    xi_tokenizer *t = xi_tokenizer_load(dir, err, sizeof err);
+    CHECKF(t, "%s", err);
+    CHECK_EQ(xi_tokenizer_vocab_size(t), 151665);
+    CHECK_EQ(xi_tokenizer_token_id(t, "<|im_start|>"), 151644);
+    CHECK(xi_tokenizer_is_special(t, 151644));
+    check_vectors(t, "tokenizer-vectors/ggml-vocab-qwen2.gguf");
+    xi_tokenizer_free(t);
+}
+
+/* Rewrites stories260K's tokenizer.json with merges as ["a", "b"] pairs: both spellings of
+ * the same merges must tokenize identically. */
+TEST(test_tokenizer_merges_as_pairs_equal_merges_as_strings) {
+    json_error_t je;
+    json_t *root = json_load_file(xi_test_data("models/stories260K/tokenizer.json"), 0, &je);
+    CHECK(root);
+    json_t *merges = json_object_get(json_object_get(root, "model"), "merges");
+    CHECK(json_is_string(json_array_get(merges, 0)));
+    json_t *pairs = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(merges, i, m) {
+        const char *s = json_string_value(m), *sp = strchr(s, ' ');
+        json_array_append_new(pairs, json_pack("[s#s]", s, (int)(sp - s), sp + 1));
+    }
+    json_object_set_new(json_object_get(root, "model"), "merges", pairs);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokenizer.json", xi_test_tmpdir());
+    CHECK(json_dump_file(root, path, 0) == 0);
+    json_decref(root);
+
+    char err[512] = "";
+    xi_tokenizer *a = load("models/stories260K");
+    xi_tokenizer *b = xi_tokenizer_load(xi_test_tmpdir(), err, sizeof err);
+    CHECK(a);
+    CHECKF(b, "%s", err);
+    static const char *texts[] = {"Once upon a time, there was a little girl named Lily.",
+                                  "  The dog's ball\tis red!\n\nZebra 42 \xe4\xb8\xad"};
+    for (size_t k = 0; k < XI_ARRAY_LEN(texts); k++) {
+        int32_t *ia, *ib;
+        int na = xi_tokenizer_encode(a, texts[k], strlen(texts[k]), 1, 1, &ia, err, sizeof err);
+        int nb = xi_tokenizer_encode(b, texts[k], strlen(texts[k]), 1, 1, &ib, err, sizeof err);
+        CHECK(na > 5);
+        CHECK_EQ(na, nb);
+        CHECK(!memcmp(ia, ib, (size_t)na * sizeof *ia));
+        free(ia);
+        free(ib);
+    }
+    xi_tokenizer_free(a);
+    xi_tokenizer_free(b);
+}
+
+TEST(test_tokenizer_stories260K_prompts_encode_to_reference_ids) {
+    xi_tokenizer *t = load("models/stories260K");
+    CHECK(t);
+    json_error_t je;
+    json_t *ref = json_load_file(xi_test_data("models/stories260K/reference.json"), 0, &je);
+    CHECK(ref);
+    size_t i;
+    json_t *c;
+    int cases = 0;
+    json_array_foreach(json_object_get(ref, "cases"), i, c) {
+        const char *prompt = json_string_value(json_object_get(c, "prompt"));
+        json_t *want = json_object_get(c, "prompt_ids");
+        CHECK(prompt && json_is_array(want));
+        int32_t *ids;
+        char err[256];
+        int n = xi_tokenizer_encode(t, prompt, strlen(prompt), 1, 1, &ids, err, sizeof err);
+        CHECKF(n == (int)json_array_size(want), "'%s': %d ids, want %zu", prompt, n, json_array_size(want));
+        for (int k = 0; k < n; k++)
+            CHECKF(ids[k] == json_integer_value(json_array_get(want, (size_t)k)), "'%s' id %d", prompt, k);
+        free(ids);
+        cases++;
+    }
+    CHECK_EQ(cases, 5);
+    json_decref(ref);
+    xi_tokenizer_free(t);
+}
+
+/* decode(encode(s)) == s for the reference stories and every llama-spm vector string: byte
+ * fallback covers what the 512-piece vocabulary lacks. */
+TEST(test_tokenizer_stories260K_round_trips_text) {
+    xi_tokenizer *t = load("models/stories260K");
+    CHECK(t);
+    vectors v;
+    CHECK(read_vectors("tokenizer-vectors/ggml-vocab-llama-spm.gguf", &v) == 0);
+    json_error_t je;
+    json_t *ref = json_load_file(xi_test_data("models/stories260K/reference.json"), 0, &je);
+    CHECK(ref);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(ref, "cases"), i, c) {
+        v.text = realloc(v.text, (size_t)(v.n + 1) * sizeof *v.text);
+        v.len = realloc(v.len, (size_t)(v.n + 1) * sizeof *v.len);
+        v.text[v.n] = xi_strdup(json_string_value(json_object_get(c, "text")));
+        v.len[v.n] = strlen(v.text[v.n]);
+        v.n++;
+    }
+    int fallback = 0;
+    for (int k = 0; k < v.n; k++) {
+        int32_t *ids;
+        char err[256];
+        int n = xi_tokenizer_encode(t, v.text[k], v.len[k], 1, 1, &ids, err, sizeof err);
+        CHECKF(n >= 0, "%s", err);
+        CHECK(v.len[k] == 0 || ids[0] == 1);
+        for (int j = 0; j < n; j++) fallback += ids[j] >= 3 && ids[j] < 3 + 256;
+        size_t len;
+        char *back = xi_tokenizer_decode(t, ids, n, 1, &len, err, sizeof err);
+        CHECKF(back, "%s", err);
+        CHECKF(len == v.len[k] && !memcmp(back, v.text[k], len), "#%d '%s' -> '%s'", k, v.text[k], back);
+        free(back);
+        free(ids);
+    }
+    CHECK(fallback > 100); /* the vectors really exercised <0xNN> tokens */
+    json_decref(ref);
+    xi_tokenizer_free(t);
+}
+
+TEST(test_tokenizer_qwen_chat_template_text_encodes_to_expected_ids) {
+    xi_tokenizer *t = load("tokenizers/qwen2.5");
+    CHECK(t);
+    json_error_t je;
+    json_t *all = json_load_file(xi_test_data("chat-templates/rendered_vectors.json"), 0, &je);
+    CHECK(all);
+    size_t i;
+    json_t *c;
+    int cases = 0;
+    json_array_foreach(json_object_get(all, "qwen2.5"), i, c) {
+        const char *text = json_string_value(json_object_get(c, "expected"));
+        json_t *want = json_object_get(c, "expected_token_ids");
+        CHECK(text && json_is_array(want));
+        int32_t *ids;
+        char err[256];
+        int n = xi_tokenizer_encode(t, text, strlen(text), 0, 1, &ids, err, sizeof err);
+        CHECKF(n == (int)json_array_size(want), "case %zu: %d ids, want %zu", i, n, json_array_size(want));
+        for (int k = 0; k < n; k++)
+            CHECKF(ids[k] == json_integer_value(json_array_get(want, (size_t)k)), "case %zu id %d", i, k);
+        /* Decoding gives the rendered text back, special tokens included. */
+        char *back = xi_tokenizer_decode(t, ids, n, 0, NULL, err, sizeof err);
+        CHECK_STR(back, text);
+        free(back);
+        free(ids);
+        cases++;
+    }
+    CHECK_EQ(cases, 6);
+    json_decref(all);
+    xi_tokenizer_free(t);
+}
+
+TEST(test_tokenizer_special_tokens_and_bos_follow_config) {
+    xi_tokenizer *q = load("tokenizers/qwen2.5");
+    xi_tokenizer *l = load("tokenizers/llama2");
+    CHECK(q && l);
+    CHECK_EQ(xi_tokenizer_bos_id(q), -1);
+    CHECK_EQ(xi_tokenizer_eos_id(q), 151645);
+    CHECK_STR(xi_tokenizer_bos_token(q), "");
+    CHECK_STR(xi_tokenizer_eos_token(q), "<|im_end|>");
+    CHECK(xi_tokenizer_chat_template(q) && strstr(xi_tokenizer_chat_template(q), "<|im_start|>"));
+    CHECK_EQ(xi_tokenizer_bos_id(l), 1);
+    CHECK_EQ(xi_tokenizer_eos_id(l), 2);
+    CHECK_STR(xi_tokenizer_bos_token(l), "<s>");
+    CHECK(xi_tokenizer_chat_template(l) == NULL);
+    CHECK_STR(xi_tokenizer_token(l, 15043), "\xe2\x96\x81Hello");
+    CHECK_EQ(xi_tokenizer_token_id(l, "\xe2\x96\x81Hello"), 15043);
+    CHECK(xi_tokenizer_token(l, 32000) == NULL);
+    CHECK(xi_tokenizer_is_special(l, 1) && !xi_tokenizer_is_special(l, 15043));
+
+    char err[256];
+    int32_t *ids;
+    /* BOS once: the post-processor template adds it and add_bos_token does not add it again. */
+    int n = xi_tokenizer_encode(l, "Hello", 5, 1, 1, &ids, err, sizeof err);
+    CHECK_EQ(n, 2);
+    CHECK_EQ(ids[0], 1);
+    CHECK_EQ(ids[1], 15043);
+    free(ids);
+    /* Qwen adds nothing, and parses <|im_end|> only when asked. */
+    const char *s = "Hi<|im_end|>";
+    n = xi_tokenizer_encode(q, s, strlen(s), 1, 1, &ids, err, sizeof err);
+    CHECK_EQ(n, 2);
+    CHECK_EQ(ids[1], 151645);
+    char *text = xi_tokenizer_decode(q, ids, n, 1, NULL, err, sizeof err);
+    CHECK_STR(text, "Hi");
+    free(text);
+    free(ids);
+    n = xi_tokenizer_encode(q, s, strlen(s), 1, 0, &ids, err, sizeof err);
+    CHECK(n > 2);
+    for (int k = 0; k < n; k++) CHECK(!xi_tokenizer_is_special(q, ids[k]));
+    text = xi_tokenizer_decode(q, ids, n, 1, NULL, err, sizeof err);
+    CHECK_STR(text, s);
+    free(text);
+    free(ids);
+    xi_tokenizer_free(q);
+    xi_tokenizer_free(l);
+}
+
+TEST(test_tokenizer_invalid_utf8_is_rejected_with_offset) {
+    xi_tokenizer *t = load("models/stories260K");
+    CHECK(t);
+    static const struct {
+        const char *s;
+        const char *where;
+    } bad[] = {{"\xff", "byte 0"},          {"abc\xc3", "byte 3"},     {"ok \xc0\xaf", "byte 3"},
+               {"x\xed\xa0\x80", "byte 1"}, {"\xf4\x90\x80\x80", "byte 0"}, {"ab\x80", "byte 2"}};
+    for (size_t i = 0; i < XI_ARRAY_LEN(bad); i++) {
+        int32_t *ids = (int32_t *)1;
+        char err[256] = "";
+        int n = xi_tokenizer_encode(t, bad[i].s, strlen(bad[i].s), 1, 1, &ids, err, sizeof err);
+        CHECK_EQ(n, -1);
+        CHECK(ids == NULL);
+        CHECKF(strstr(err, "UTF-8") && strstr(err, bad[i].where), "case %zu: %s", i, err);
+    }
+    xi_tokenizer_free(t);
+}
+
+TEST(test_tokenizer_decode_rejects_out_of_range_id) {
+    xi_tokenizer *t = load("models/stories260K");
+    CHECK(t);
+    int32_t ids[] = {1, 512};
+    char err[256] = "";
+    CHECK(xi_tokenizer_decode(t, ids, 2, 0, NULL, err, sizeof err) == NULL);
+    CHECK(strstr(err, "512"));
+    ids[1] = -3;
+    CHECK(xi_tokenizer_decode(t, ids, 2, 0, NULL, err, sizeof err) == NULL);
+    xi_tokenizer_free(t);
+}
+
+TEST(test_tokenizer_load_names_missing_files) {
+    char err[512] = "";
+    CHECK(xi_tokenizer_load(xi_test_tmpdir(), err, sizeof err) == NULL);
+    CHECK(strstr(err, "tokenizer.json"));
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokenizer.json", xi_test_tmpdir());
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fputs("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b\"]}}", f);
+    fclose(f);
+    CHECK(xi_tokenizer_load(xi_test_tmpdir(), err, sizeof err) == NULL);
+    CHECKF(strstr(err, "merge") && strstr(err, "a b"), "%s", err);
+}
+
+TEST(test_tokenizer_cli_encodes_decodes_and_rejects_bad_input) {
+    char cmd[2048];
+    char *out = NULL;
+    const char *dir = xi_test_data("models/stories260K");
+    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --text 'Once upon a time'", xi_test_bin(), dir);
+    CHECK_EQ(xi_test_run(cmd, &out), 0);
+    CHECK_STR(out, "[1, 403, 407, 261, 378]\n");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --text 'Once upon a time' --no-special", xi_test_bin(), dir);
+    CHECK_EQ(xi_test_run(cmd, &out), 0);
+    CHECK_STR(out, "[403, 407, 261, 378]\n");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --ids 1,403,407,261,378 --no-special", xi_test_bin(), dir);
+    CHECK_EQ(xi_test_run(cmd, &out), 0);
+    CHECK_STR(out, "Once upon a time\n");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --text $(printf 'a\\377b') 2>&1", xi_test_bin(), dir);
+    CHECK_EQ(xi_test_run(cmd, &out), 1);
+    CHECKF(strstr(out, "UTF-8") && !strchr(strchr(out, '\n') + 1, '\n'), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --ids 1,9999 2>&1", xi_test_bin(), dir);
+    CHECK_EQ(xi_test_run(cmd, &out), 1);
+    CHECK(strstr(out, "9999"));
+    free(out);
+}

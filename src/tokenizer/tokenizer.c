@@ -143,7 +143,7 @@ static int finish_vocab(xi_tokenizer *t, char *err, size_t errlen) {
         snprintf(name, sizeof name, "<0x%02X>", b);
         t->byte_ids[b] = xi_strmap_get(&t->vocab, name, 6);
     }
-    qsort(t->added_list, (size_t)t->n_added, sizeof *t->added_list, cmp_added);
+    if (t->n_added) qsort(t->added_list, (size_t)t->n_added, sizeof *t->added_list, cmp_added);
     t->added_first = malloc(257 * sizeof *t->added_first);
     if (!t->added_first) return xi_errf(err, errlen, "out of memory");
     int k = 0;
