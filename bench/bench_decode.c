@@ -1,0 +1,265 @@
+/* bench_decode: batch-1 decode and 512-token prefill of a real-shaped model, reported as
+ * fractions of this machine's limits measured in the same run:
+ *   decode:  (weight bytes read per token x tok/s) / measured read bandwidth
+ *   prefill: achieved FLOP/s / measured fp32 FMA peak
+ * Measurements alternate (bandwidth, decode, bandwidth, decode, ...) so drift from the other
+ * tenants of a shared machine hits both; medians and min-max spread are printed.
+ *
+ *   bench_decode --model DIR [--dtype auto|float32|bfloat16|float16] [--quantization ...]
+ *                [--threads N] [--reps 10] [--decode-tokens 16] [--prefill 512] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "base/pool.h"
+#include "model/model.h"
+
+/* ---- machine limits ---- */
+
+typedef struct {
+    const float *buf;
+    size_t n;
+    double sums[64];
+} bw_job;
+
+static void bw_task(void *ctx, int ith, int nth) {
+    bw_job *j = ctx;
+    long b, e;
+    xi_split_range((long)j->n, ith, nth, 4096, &b, &e);
+    /* eight independent accumulators so the loop is bound by loads, not by add latency */
+    float a[8] = {0};
+    for (long i = b; i + 8 <= e; i += 8)
+        for (int k = 0; k < 8; k++) a[k] += j->buf[i + k];
+    j->sums[ith] = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+
+static double measure_bandwidth(xi_pool *pool, const float *buf, size_t n) {
+    bw_job j = {buf, n, {0}};
+    double t0 = xi_now();
+    xi_pool_run(pool, bw_task, &j);
+    double dt = xi_now() - t0;
+    volatile double sink = j.sums[0];
+    (void)sink;
+    return (double)n * sizeof(float) / dt;
+}
+
+typedef struct {
+    double sink[64];
+    long iters;
+} fma_job;
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* 12 independent chains of 8-lane FMAs: enough in flight to fill two FMA pipes. */
+__attribute__((target("avx2,fma"))) static double fma_loop_avx2(long iters) {
+    /* named accumulators so they live in registers, not in a stack array */
+    __m256 a0 = _mm256_set1_ps(0.0f), a1 = _mm256_set1_ps(0.1f), a2 = _mm256_set1_ps(0.2f),
+           a3 = _mm256_set1_ps(0.3f), a4 = _mm256_set1_ps(0.4f), a5 = _mm256_set1_ps(0.5f),
+           a6 = _mm256_set1_ps(0.6f), a7 = _mm256_set1_ps(0.7f), a8 = _mm256_set1_ps(0.8f),
+           a9 = _mm256_set1_ps(0.9f), a10 = _mm256_set1_ps(1.0f), a11 = _mm256_set1_ps(1.1f);
+    const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+    for (long i = 0; i < iters; i++) {
+        a0 = _mm256_fmadd_ps(a0, m, a);
+        a1 = _mm256_fmadd_ps(a1, m, a);
+        a2 = _mm256_fmadd_ps(a2, m, a);
+        a3 = _mm256_fmadd_ps(a3, m, a);
+        a4 = _mm256_fmadd_ps(a4, m, a);
+        a5 = _mm256_fmadd_ps(a5, m, a);
+        a6 = _mm256_fmadd_ps(a6, m, a);
+        a7 = _mm256_fmadd_ps(a7, m, a);
+        a8 = _mm256_fmadd_ps(a8, m, a);
+        a9 = _mm256_fmadd_ps(a9, m, a);
+        a10 = _mm256_fmadd_ps(a10, m, a);
+        a11 = _mm256_fmadd_ps(a11, m, a);
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    return out[0];
+}
+#endif
+
+/* Portable fallback: 12 x 8 scalar chains (the compiler vectorises them). */
+static double fma_loop_generic(long iters) {
+    float acc[96];
+    for (int k = 0; k < 96; k++) acc[k] = (float)k * 1e-3f;
+    for (long i = 0; i < iters; i++)
+        for (int k = 0; k < 96; k++) acc[k] = acc[k] * 0.999999f + 1e-7f;
+    float s = 0;
+    for (int k = 0; k < 96; k++) s += acc[k];
+    return s;
+}
+
+static void fma_task(void *ctx, int ith, int nth) {
+    fma_job *j = ctx;
+    (void)nth;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        j->sink[ith] = fma_loop_avx2(j->iters);
+        return;
+    }
+#endif
+    j->sink[ith] = fma_loop_generic(j->iters);
+}
+
+/* FLOP/s of fp32 multiply-adds on every pool thread (96 lanes x 2 flops per iteration). */
+static double measure_fma_peak(xi_pool *pool) {
+    fma_job j = {.iters = 4000000};
+    double t0 = xi_now();
+    xi_pool_run(pool, fma_task, &j);
+    double dt = xi_now() - t0;
+    return 2.0 * 96 * (double)j.iters * xi_pool_size(pool) / dt;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void stats(double *v, int n, double *med, double *lo, double *hi) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    *med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    *lo = v[0];
+    *hi = v[n - 1];
+}
+
+/* ---- model runs ---- */
+
+typedef struct {
+    xi_model *m;
+    xi_kv_store *kv;
+    int32_t table[512];
+    float *logits;
+} runner;
+
+static int run(runner *r, const int32_t *ids, int n, int start) {
+    int32_t pos[1024];
+    int64_t slots[1024];
+    const int bs = xi_kv_store_block_size(r->kv);
+    for (int i = 0; i < n; i++) {
+        pos[i] = start + i;
+        slots[i] = (int64_t)r->table[pos[i] / bs] * bs + pos[i] % bs;
+    }
+    xi_batch_seq s = {0, n, r->table, 512};
+    int32_t row = n - 1;
+    xi_batch b = {n, ids, pos, slots, 1, &s, 1, &row};
+    char err[256];
+    if (xi_model_forward(r->m, r->kv, &b, r->logits, err, sizeof err)) {
+        fprintf(stderr, "forward: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    xi_model_params p = {.n_threads = 0};
+    int reps = 10, decode_tokens = 16, prefill = 512;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--model")) p.dir = argv[i + 1];
+        else if (!strcmp(argv[i], "--dtype")) p.dtype = argv[i + 1];
+        else if (!strcmp(argv[i], "--quantization")) p.quantization = argv[i + 1];
+        else if (!strcmp(argv[i], "--threads")) p.n_threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--decode-tokens")) decode_tokens = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--prefill")) prefill = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "bench_decode: unknown flag %s\n", argv[i]);
+            return 1;
+        }
+    }
+    if (!p.dir || reps < 1 || reps > 100 || prefill > 1024) {
+        fprintf(stderr, "usage: bench_decode --model DIR [--dtype D] [--quantization Q] [--threads N] "
+                        "[--reps R] [--decode-tokens N] [--prefill N<=1024]\n");
+        return 1;
+    }
+    char err[512];
+    runner r = {0};
+    r.m = xi_model_load(&p, err, sizeof err);
+    if (!r.m) {
+        fprintf(stderr, "bench_decode: %s\n", err);
+        return 1;
+    }
+    const xi_config *c = xi_model_config(r.m);
+    r.kv = xi_kv_store_new(c, 513, 16, XI_F32, err, sizeof err);
+    if (!r.kv) {
+        fprintf(stderr, "bench_decode: %s\n", err);
+        return 1;
+    }
+    for (int i = 0; i < 512; i++) r.table[i] = i + 1;
+    r.logits = malloc(sizeof(float) * c->vocab_size);
+    const int threads = xi_model_n_threads(r.m);
+    xi_pool *pool = xi_pool_new(threads);
+    const size_t nbw = (size_t)1 << 28; /* 1 GiB of floats, far beyond any cache */
+    float *bw_buf = xi_alloc_big(nbw * sizeof(float));
+    for (size_t i = 0; i < nbw; i += 1024) bw_buf[i] = 1.0f;
+    int32_t *ids = malloc(sizeof(int32_t) * 1024);
+    for (int i = 0; i < 1024; i++) ids[i] = (i * 7919) % c->vocab_size;
+    if (xi_model_reserve(r.m, prefill, 1, err, sizeof err)) return 1;
+
+    double *bw = calloc((size_t)reps, sizeof(double)), *dec = calloc((size_t)reps, sizeof(double));
+    double *frac = calloc((size_t)reps, sizeof(double)), *pre = calloc((size_t)reps, sizeof(double));
+    double *peak = calloc((size_t)reps, sizeof(double)), *pfrac = calloc((size_t)reps, sizeof(double));
+    const double wbytes = (double)xi_model_weight_bytes(r.m);
+    /* matmul FLOPs per prompt token: every linear layer except the embedding lookup (the
+     * lm_head runs for one row only and is left out); attention adds 4 * ctx * q_dim per
+     * layer, averaged over the causal prompt */
+    const double embed = (double)c->vocab_size * c->hidden_size;
+    const double lin = (double)xi_model_n_params(r.m) - embed * (c->tie_word_embeddings ? 1 : 2);
+    const double attn = 4.0 * (prefill / 2.0) * c->n_heads * c->head_dim * c->n_layers;
+    const double flop_per_tok = 2.0 * lin + attn;
+    measure_bandwidth(pool, bw_buf, nbw); /* warm the pages */
+    for (int rep = 0; rep < reps; rep++) {
+        bw[rep] = measure_bandwidth(pool, bw_buf, nbw);
+        /* decode: a 16-token prompt, then decode_tokens single-token steps */
+        if (run(&r, ids, 16, 0)) return 1;
+        double t0 = xi_now();
+        for (int t = 0; t < decode_tokens; t++)
+            if (run(&r, ids + 16 + t, 1, 16 + t)) return 1;
+        double dt = xi_now() - t0;
+        dec[rep] = decode_tokens / dt;
+        frac[rep] = dec[rep] * wbytes / bw[rep];
+        peak[rep] = measure_fma_peak(pool);
+        if (prefill > 0) {
+            t0 = xi_now();
+            if (run(&r, ids, prefill, 0)) return 1;
+            dt = xi_now() - t0;
+            pre[rep] = prefill / dt;
+            pfrac[rep] = pre[rep] * flop_per_tok / peak[rep];
+        }
+    }
+    double m1, l1, h1;
+    printf("model %s  dtype %s  quantization %s  kernels %s  threads %d  weights %.1f MiB  reps %d\n",
+           p.dir, xi_dtype_name(xi_model_dtype(r.m)), xi_model_quantization(r.m),
+           xi_model_ops(r.m)->name, threads, wbytes / (1 << 20), reps);
+    stats(bw, reps, &m1, &l1, &h1);
+    printf("read bandwidth        %8.2f GB/s   (min %.2f, max %.2f)\n", m1 / 1e9, l1 / 1e9, h1 / 1e9);
+    stats(dec, reps, &m1, &l1, &h1);
+    printf("decode batch 1        %8.2f tok/s  (min %.2f, max %.2f)\n", m1, l1, h1);
+    stats(frac, reps, &m1, &l1, &h1);
+    printf("decode / bandwidth    %8.3f        (min %.3f, max %.3f)  <- fraction of the limit\n", m1, l1, h1);
+    if (prefill > 0) {
+        stats(peak, reps, &m1, &l1, &h1);
+        printf("fp32 FMA peak         %8.1f GFLOP/s (min %.1f, max %.1f)\n", m1 / 1e9, l1 / 1e9, h1 / 1e9);
+        stats(pre, reps, &m1, &l1, &h1);
+        printf("prefill %d tokens    %8.1f tok/s  (min %.1f, max %.1f)\n", prefill, m1, l1, h1);
+        stats(pfrac, reps, &m1, &l1, &h1);
+        printf("prefill / FMA peak    %8.3f        (min %.3f, max %.3f)\n", m1, l1, h1);
+    }
+    xi_free_big(bw_buf, nbw * sizeof(float));
+    xi_pool_free(pool);
+    xi_kv_store_free(r.kv);
+    xi_model_free(r.m);
+    free(r.logits);
+    free(ids);
+    free(bw);
+    free(dec);
+    free(frac);
+    free(pre);
+    free(peak);
+    free(pfrac);
+    return 0;
+}
