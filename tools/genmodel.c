@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/pool.h"
 #include "model/safetensors.h"
 #include "tensor/dtype.h"
 
@@ -183,19 +184,36 @@ static uint64_t unit_bytes(const unit *u, const opts *o) {
 typedef struct scratch {
     float *f;          /* [CHUNK] generated values */
     void *conv;        /* [CHUNK * 4] bytes in the target dtype */
+    xi_pool *pool;     /* generation is compute-bound once the page cache absorbs the writes */
 } scratch;
+
+typedef struct plain_job {
+    uint64_t key, at;  /* tensor stream, first element of this chunk */
+    size_t n;
+    float mean, std;
+    xi_dtype dtype;
+    float *f;
+    uint8_t *conv;
+} plain_job;
+
+static void plain_worker(void *ctx, int ith, int nth) {
+    plain_job *j = ctx;
+    long b, e;
+    xi_split_range((long)j->n, ith, nth, 256, &b, &e);
+    if (b >= e) return;
+    gen_values(j->key, j->at + (uint64_t)b, (size_t)(e - b), j->mean, j->std, j->f + b);
+    xi_from_f32(j->conv + (size_t)b * xi_dtype_size(j->dtype), j->dtype, j->f + b, (size_t)(e - b));
+}
 
 static int write_plain(FILE *f, const unit *u, const opts *o, scratch *sc) {
     uint64_t n = (uint64_t)u->rows * (uint64_t)(u->cols ? u->cols : 1);
-    float mean = u->kind == U_NORM ? 1.0f : 0.0f;
-    float std = u->kind == U_NORM ? 0.01f : u->kind == U_BIAS ? 0.01f : 0.02f;
-    uint64_t key = tensor_key(o->seed, u->name);
+    plain_job j = {.key = tensor_key(o->seed, u->name), .mean = u->kind == U_NORM ? 1.0f : 0.0f,
+                   .std = u->kind == U_MAT ? 0.02f : 0.01f, .dtype = o->dtype, .f = sc->f, .conv = sc->conv};
     size_t es = xi_dtype_size(o->dtype);
-    for (uint64_t at = 0; at < n; at += CHUNK) {
-        size_t m = (size_t)XI_MIN((uint64_t)CHUNK, n - at);
-        gen_values(key, at, m, mean, std, sc->f);
-        xi_from_f32(sc->conv, o->dtype, sc->f, m);
-        if (fwrite(sc->conv, es, m, f) != m) return -1;
+    for (j.at = 0; j.at < n; j.at += CHUNK) {
+        j.n = (size_t)XI_MIN((uint64_t)CHUNK, n - j.at);
+        xi_pool_run(sc->pool, plain_worker, &j);
+        if (fwrite(sc->conv, es, j.n, f) != j.n) return -1;
     }
     return 0;
 }
@@ -205,54 +223,94 @@ static int write_plain(FILE *f, const unit *u, const opts *o, scratch *sc) {
  * 8 * word + awq_order[j]. The fp16-rounded scale is the one used to quantize, as AutoAWQ does. */
 static const int awq_order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 
-static int write_awq(FILE *f, const unit *u, const opts *o, scratch *sc) {
-    int64_t out = u->rows, in = u->cols, G = o->group, groups = in / G;
-    uint8_t *q = malloc((size_t)(out * in));              /* [out, in] 4-bit values, owned here */
-    uint8_t *zero = malloc((size_t)(groups * out));       /* [groups, out] */
-    uint16_t *scale = malloc((size_t)(groups * out) * 2); /* [groups, out] fp16 */
-    uint32_t *row = malloc((size_t)(out / 8) * 4);        /* [out / 8] one packed output row */
-    int rc = -1;
-    if (!q || !zero || !scale || !row) goto done;
-    uint64_t key = tensor_key(o->seed, u->name);
-    for (int64_t r = 0; r < out; r++) {
-        gen_values(key, (uint64_t)(r * in), (size_t)in, 0.0f, 0.02f, sc->f);
-        for (int64_t g = 0; g < groups; g++) {
-            const float *w = sc->f + g * G;
-            float lo = w[0], hi = w[0];
-            for (int64_t k = 1; k < G; k++) lo = fminf(lo, w[k]), hi = fmaxf(hi, w[k]);
-            uint16_t sh = xi_f32_to_f16(fmaxf(hi - lo, 1e-5f) / 15.0f);
+typedef struct awq_job {
+    uint64_t key;
+    int64_t out, in, G;
+    uint8_t *q;        /* [out, in] 4-bit values */
+    uint8_t *zero;     /* [in / G, out] */
+    uint16_t *scale;   /* [in / G, out] fp16 */
+    int failed;
+} awq_job;
+
+/* Round half to even for |x| < 2^22 without a libm call (baseline x86-64 has no roundps), so
+ * the loop below vectorizes; same result as nearbyintf in the default rounding mode. */
+static inline float round_even(float x) {
+    const float magic = 12582912.0f; /* 1.5 * 2^23 */
+    return (x + magic) - magic;
+}
+
+/* fminf/fmaxf are libm calls here (NaN rules); the inputs are finite, so plain compares do. */
+static inline float min_f(float a, float b) { return a < b ? a : b; }
+static inline float max_f(float a, float b) { return a > b ? a : b; }
+
+static void awq_worker(void *ctx, int ith, int nth) {
+    awq_job *j = ctx;
+    long b, e;
+    xi_split_range((long)j->out, ith, nth, 1, &b, &e);
+    if (b >= e) return;
+    float *w = malloc((size_t)j->in * sizeof *w); /* [in] one float row */
+    if (!w) {
+        j->failed = 1;
+        return;
+    }
+    int64_t in = j->in, out = j->out, G = j->G;
+    for (int64_t r = b; r < e; r++) {
+        gen_values(j->key, (uint64_t)(r * in), (size_t)in, 0.0f, 0.02f, w);
+        for (int64_t g = 0; g < in / G; g++) {
+            const float *x = w + g * G;
+            float lo = x[0], hi = x[0];
+            for (int64_t k = 1; k < G; k++) lo = min_f(lo, x[k]), hi = max_f(hi, x[k]);
+            uint16_t sh = xi_f32_to_f16(max_f(hi - lo, 1e-5f) / 15.0f);
             float s = xi_f16_to_f32(sh);
-            float z = fminf(fmaxf(-nearbyintf(lo / s), 0.0f), 15.0f);
-            scale[g * out + r] = sh;
-            zero[g * out + r] = (uint8_t)z;
-            for (int64_t k = 0; k < G; k++) {
-                float v = nearbyintf(w[k] / s) + z;
-                q[r * in + g * G + k] = (uint8_t)fminf(fmaxf(v, 0.0f), 15.0f);
+            float z = min_f(max_f(-round_even(lo / s), 0.0f), 15.0f);
+            j->scale[g * out + r] = sh;
+            j->zero[g * out + r] = (uint8_t)z;
+            uint8_t *qr = j->q + r * in + g * G;
+            for (int64_t k = 0; k < G; k++) qr[k] = (uint8_t)min_f(max_f(round_even(x[k] / s) + z, 0.0f), 15.0f);
+        }
+    }
+    free(w);
+}
+
+/* Pack src [out, rows] 4-bit values into [rows, out / 8] words and write them. Transposing
+ * in tiles of 64 source columns keeps the reads on whole cache lines. */
+#define PACK_TILE 64
+static int write_packed(FILE *f, const uint8_t *src, int64_t out, int64_t rows, uint32_t *buf) {
+    int64_t words = out / 8;
+    for (int64_t i0 = 0; i0 < rows; i0 += PACK_TILE) {
+        int64_t m = XI_MIN((int64_t)PACK_TILE, rows - i0);
+        memset(buf, 0, (size_t)(m * words) * sizeof *buf);
+        for (int64_t c = 0; c < words; c++)
+            for (int j = 0; j < 8; j++) {
+                const uint8_t *s = src + (8 * c + awq_order[j]) * rows + i0;
+                for (int64_t ii = 0; ii < m; ii++) buf[ii * words + c] |= (uint32_t)s[ii] << (4 * j);
             }
-        }
+        if (fwrite(buf, 4, (size_t)(m * words), f) != (size_t)(m * words)) return -1;
     }
-    for (int64_t i = 0; i < in; i++) { /* qweight [in, out / 8] */
-        for (int64_t c = 0; c < out / 8; c++) {
-            uint32_t word = 0;
-            for (int j = 0; j < 8; j++) word |= (uint32_t)q[(8 * c + awq_order[j]) * in + i] << (4 * j);
-            row[c] = word;
-        }
-        if (fwrite(row, 4, (size_t)(out / 8), f) != (size_t)(out / 8)) goto done;
-    }
-    for (int64_t g = 0; g < groups; g++) { /* qzeros [groups, out / 8] */
-        for (int64_t c = 0; c < out / 8; c++) {
-            uint32_t word = 0;
-            for (int j = 0; j < 8; j++) word |= (uint32_t)zero[g * out + 8 * c + awq_order[j]] << (4 * j);
-            row[c] = word;
-        }
-        if (fwrite(row, 4, (size_t)(out / 8), f) != (size_t)(out / 8)) goto done;
-    }
-    rc = fwrite(scale, 2, (size_t)(groups * out), f) == (size_t)(groups * out) ? 0 : -1;
+    return 0;
+}
+
+static int write_awq(FILE *f, const unit *u, const opts *o, scratch *sc) {
+    int64_t out = u->rows, in = u->cols, groups = in / o->group;
+    awq_job j = {.key = tensor_key(o->seed, u->name), .out = out, .in = in, .G = o->group,
+                 .q = malloc((size_t)(out * in)), .zero = malloc((size_t)(groups * out)),
+                 .scale = malloc((size_t)(groups * out) * 2)};
+    uint8_t *zt = malloc((size_t)(groups * out));                    /* [out, groups] */
+    uint32_t *buf = malloc((size_t)(PACK_TILE * (out / 8)) * 4);     /* [PACK_TILE, out / 8] */
+    int rc = -1;
+    if (!j.q || !j.zero || !j.scale || !zt || !buf) goto done;
+    xi_pool_run(sc->pool, awq_worker, &j);
+    if (j.failed) goto done;
+    for (int64_t g = 0; g < groups; g++)
+        for (int64_t r = 0; r < out; r++) zt[r * groups + g] = j.zero[g * out + r];
+    if (write_packed(f, j.q, out, in, buf) || write_packed(f, zt, out, groups, buf)) goto done;
+    rc = fwrite(j.scale, 2, (size_t)(groups * out), f) == (size_t)(groups * out) ? 0 : -1;
 done:
-    free(q);
-    free(zero);
-    free(scale);
-    free(row);
+    free(j.q);
+    free(j.zero);
+    free(j.scale);
+    free(zt);
+    free(buf);
     return rc;
 }
 
@@ -540,7 +598,7 @@ int main(int argc, char **argv) {
         total += b;
         params += (uint64_t)pl.u[i].rows * (uint64_t)(pl.u[i].cols ? pl.u[i].cols : 1);
     }
-    scratch sc = {malloc(CHUNK * sizeof(float)), malloc(CHUNK * 4)};
+    scratch sc = {malloc(CHUNK * sizeof(float)), malloc(CHUNK * 4), xi_pool_new(0)};
     json_t *wmap = json_object();
     int rc = sc.f && sc.conv && wmap ? 0 : -1;
     for (int s = 0; s < n_shards && !rc; s++) rc = write_shard(&pl, &o, s, n_shards, &sc, wmap);
@@ -563,6 +621,7 @@ int main(int argc, char **argv) {
     json_decref(wmap);
     free(sc.f);
     free(sc.conv);
+    xi_pool_free(sc.pool);
     free(pl.u);
     return rc ? 1 : 0;
 }
