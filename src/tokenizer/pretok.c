@@ -223,8 +223,10 @@ static int metaspace_piece(const xi_pre_step *st, int first, const char *s, size
                            pieces *out) {
     xi_buf b = {0};
     int rc = 0;
+    /* As Hugging Face: spaces become U+2581 first, and the prefix is added only when the
+     * result does not already start with one (so " a" gives "▁a", unlike SentencePiece). */
     if ((st->prepend == 1 || (st->prepend == 2 && first)) &&
-        !(len >= 3 && !memcmp(s, metaspace, 3)))
+        !(len >= 3 && !memcmp(s, metaspace, 3)) && s[0] != ' ')
         rc |= xi_buf_append(&b, metaspace, 3);
     for (size_t i = 0; i < len && !rc; i++)
         rc |= s[i] == ' ' ? xi_buf_append(&b, metaspace, 3) : xi_buf_append(&b, s + i, 1);
@@ -291,8 +293,8 @@ static int normalize(const xi_tokenizer *t, const char *text, size_t len, xi_buf
     return 0;
 }
 
-int xi_pretok_run(const xi_tokenizer *t, const char *text, size_t len, xi_buf *words,
-                  size_t **ends, int *n_words, char *err, size_t errlen) {
+int xi_pretok_run(const xi_tokenizer *t, const char *text, size_t len, int at_start,
+                  xi_buf *words, size_t **ends, int *n_words, char *err, size_t errlen) {
     xi_buf norm = {0};
     if (normalize(t, text, len, &norm, err, errlen)) {
         xi_buf_free(&norm);
@@ -312,7 +314,7 @@ int xi_pretok_run(const xi_tokenizer *t, const char *text, size_t len, xi_buf *w
             if (st->kind == XI_PRE_SPLIT) {
                 rc = split_piece(st, &ws, p, l, &next, err, errlen);
             } else if (st->kind == XI_PRE_METASPACE) {
-                rc = metaspace_piece(st, i == 0, p, l, &next);
+                rc = metaspace_piece(st, at_start && i == 0, p, l, &next);
                 if (rc) xi_errf(err, errlen, "out of memory");
             } else {
                 pieces tmp = {0};

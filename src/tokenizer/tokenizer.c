@@ -590,13 +590,13 @@ static int ids_push(id_list *l, int32_t id, char *err, size_t errlen) {
     return 0;
 }
 
-static int encode_plain(const xi_tokenizer *t, const char *text, size_t len, id_list *out,
-                        char *err, size_t errlen) {
+static int encode_plain(const xi_tokenizer *t, const char *text, size_t len, int at_start,
+                        id_list *out, char *err, size_t errlen) {
     if (!len) return 0;
     xi_buf words = {0};
     size_t *ends = NULL;
     int n = 0;
-    if (xi_pretok_run(t, text, len, &words, &ends, &n, err, errlen)) return -1;
+    if (xi_pretok_run(t, text, len, at_start, &words, &ends, &n, err, errlen)) return -1;
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         size_t start = i ? ends[i - 1] : 0;
@@ -650,14 +650,14 @@ int xi_tokenizer_encode(const xi_tokenizer *t, const char *text, size_t len, int
         size_t seg_end = i;
         if (a->lstrip)
             while (seg_end > seg && is_space((unsigned char)text[seg_end - 1])) seg_end--;
-        rc = encode_plain(t, text + seg, seg_end - seg, &out, err, errlen);
+        rc = encode_plain(t, text + seg, seg_end - seg, seg == 0, &out, err, errlen);
         if (!rc) rc = ids_push(&out, a->id, err, errlen);
         i += a->len;
         if (a->rstrip)
             while (i < len && is_space((unsigned char)text[i])) i++;
         seg = i;
     }
-    if (!rc && seg < len) rc = encode_plain(t, text + seg, len - seg, &out, err, errlen);
+    if (!rc && seg < len) rc = encode_plain(t, text + seg, len - seg, seg == 0, &out, err, errlen);
     for (int k = 0; add_special && k < t->n_suffix && !rc; k++) rc = ids_push(&out, t->suffix_ids[k], err, errlen);
     if (rc) {
         free(out.ids);

@@ -1,0 +1,205 @@
+/* Tokenizer features the shared tokenizers do not use, checked on variants of them rewritten
+ * at test time: Metaspace pre-tokenizer and decoder, added-token flags, GPT-2 ByteLevel regex. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/base.h"
+#include "test.h"
+#include "tokenizer/tokenizer.h"
+
+/* Load rel/tokenizer.json, let edit() change it, write it with the original
+ * tokenizer_config.json into a fresh folder under the test's tmpdir and load that. */
+static xi_tokenizer *load_variant(const char *rel, void (*edit)(json_t *root), const char *sub) {
+    char path[1024], err[512] = "";
+    json_error_t je;
+    snprintf(path, sizeof path, "%s/tokenizer.json", xi_test_data(rel));
+    json_t *root = json_load_file(path, 0, &je);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", xi_test_data(rel));
+    json_t *cfg = json_load_file(path, 0, &je);
+    if (!root || !cfg) return NULL;
+    edit(root);
+    snprintf(path, sizeof path, "%s/%s", xi_test_tmpdir(), sub);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/%s/tokenizer.json", xi_test_tmpdir(), sub);
+    int bad = json_dump_file(root, path, 0);
+    snprintf(path, sizeof path, "%s/%s/tokenizer_config.json", xi_test_tmpdir(), sub);
+    bad |= json_dump_file(cfg, path, 0);
+    json_decref(root);
+    json_decref(cfg);
+    if (bad) return NULL;
+    snprintf(path, sizeof path, "%s/%s", xi_test_tmpdir(), sub);
+    xi_tokenizer *t = xi_tokenizer_load(path, err, sizeof err);
+    if (!t) xi_test_fail(__FILE__, __LINE__, "variant %s: %s", sub, err);
+    return t;
+}
+
+static int encode(const xi_tokenizer *t, const char *s, int add, int parse, int32_t **ids) {
+    char err[256];
+    return xi_tokenizer_encode(t, s, strlen(s), add, parse, ids, err, sizeof err);
+}
+
+static int same_ids(const xi_tokenizer *a, const xi_tokenizer *b, const char *s, int parse) {
+    int32_t *x, *y;
+    int nx = encode(a, s, 1, parse, &x), ny = encode(b, s, 1, parse, &y);
+    int same = nx >= 0 && nx == ny && !memcmp(x, y, (size_t)nx * sizeof *x);
+    free(x);
+    free(y);
+    return same;
+}
+
+/* ---- Metaspace ---- */
+
+static const char *metaspace_scheme;
+
+static void to_metaspace(json_t *root) {
+    json_object_set_new(root, "normalizer", json_null());
+    json_object_set_new(root, "pre_tokenizer",
+                        json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement",
+                                  "\xe2\x96\x81", "prepend_scheme", metaspace_scheme, "split", 0));
+    json_object_set_new(root, "decoder",
+                        json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement",
+                                  "\xe2\x96\x81", "prepend_scheme", metaspace_scheme, "split", 0));
+}
+
+static void keep(json_t *root) { (void)root; }
+
+/* The older Metaspace pre-tokenizer (prepend "always", no split) tokenizes and decodes like
+ * the Prepend + Replace normaliser pair it was replaced by, except that text starting with a
+ * space gets no second U+2581 (Hugging Face's Metaspace, unlike SentencePiece). */
+TEST(test_tokenizer_metaspace_pretokenizer_equals_prepend_replace_normalizer) {
+    metaspace_scheme = "always";
+    xi_tokenizer *a = load_variant("models/stories260K", keep, "orig");
+    xi_tokenizer *b = load_variant("models/stories260K", to_metaspace, "meta");
+    CHECK(a && b);
+    static const char *texts[] = {"Once upon a time", "two  spaces\tand tab", "",
+                                  "Lily<s>said \xe4\xbd\xa0\xe5\xa5\xbd", "\n\nend "};
+    for (size_t i = 0; i < XI_ARRAY_LEN(texts); i++) {
+        CHECKF(same_ids(a, b, texts[i], 1), "'%s'", texts[i]);
+        int32_t *ids;
+        int n = encode(b, texts[i], 1, 0, &ids);
+        char err[256];
+        char *back = xi_tokenizer_decode(b, ids, n, 1, NULL, err, sizeof err);
+        CHECK_STR(back, texts[i]);
+        free(back);
+        free(ids);
+    }
+    int32_t *ids;
+    CHECK_EQ(encode(b, " a", 0, 0, &ids), 1);
+    CHECK_EQ(ids[0], xi_tokenizer_token_id(b, "\xe2\x96\x81" "a"));
+    free(ids);
+    CHECK_EQ(encode(a, " a", 0, 0, &ids), 2);
+    free(ids);
+    xi_tokenizer_free(a);
+    xi_tokenizer_free(b);
+}
+
+/* prepend_scheme "first": only text at the very start gets the dummy-prefix space, not text
+ * that follows an added token. */
+TEST(test_tokenizer_metaspace_first_prepends_only_at_input_start) {
+    metaspace_scheme = "first";
+    xi_tokenizer *t = load_variant("tokenizers/llama2", to_metaspace, "first");
+    CHECK(t);
+    int32_t *ids;
+    int n = encode(t, "Hello<s>Hello", 0, 1, &ids);
+    CHECK_EQ(n, 3);
+    CHECK_EQ(ids[0], xi_tokenizer_token_id(t, "\xe2\x96\x81Hello"));
+    CHECK_EQ(ids[1], 1);
+    CHECK_EQ(ids[2], xi_tokenizer_token_id(t, "Hello"));
+    free(ids);
+    xi_tokenizer_free(t);
+}
+
+/* ---- added-token flags ---- */
+
+static void add_flagged_tokens(json_t *root) {
+    json_t *added = json_object_get(root, "added_tokens");
+    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", 512,
+                                           "content", "<mask>", "single_word", 0, "lstrip", 1,
+                                           "rstrip", 0, "normalized", 0, "special", 1));
+    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", 513,
+                                           "content", "[R]", "single_word", 0, "lstrip", 0,
+                                           "rstrip", 1, "normalized", 0, "special", 0));
+    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", 514,
+                                           "content", "ab", "single_word", 1, "lstrip", 0,
+                                           "rstrip", 0, "normalized", 0, "special", 0));
+    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", 515,
+                                           "content", "<mask>long", "single_word", 0, "lstrip", 0,
+                                           "rstrip", 0, "normalized", 0, "special", 1));
+}
+
+/* ids of a concatenation of plain texts and added-token ids (-1 ends the list). */
+static int expect(const xi_tokenizer *t, const char *text, int parse, const char *parts[],
+                  const int32_t added[]) {
+    int32_t want[256];
+    int nw = 0;
+    for (int i = 0; parts[i] || added[i] >= 0; i++) {
+        if (parts[i] && *parts[i]) {
+            int32_t *ids;
+            int n = encode(t, parts[i], 0, 0, &ids);
+            for (int k = 0; k < n; k++) want[nw++] = ids[k];
+            free(ids);
+        }
+        if (added[i] >= 0) want[nw++] = added[i];
+    }
+    int32_t *got;
+    int ng = encode(t, text, 0, parse, &got);
+    int same = ng == nw && !memcmp(got, want, (size_t)nw * sizeof *got);
+    free(got);
+    return same;
+}
+
+TEST(test_tokenizer_added_token_flags_lstrip_rstrip_single_word_longest) {
+    xi_tokenizer *t = load_variant("models/stories260K", add_flagged_tokens, "added");
+    CHECK(t);
+    CHECK_EQ(xi_tokenizer_vocab_size(t), 516);
+    CHECK(xi_tokenizer_is_special(t, 512) && !xi_tokenizer_is_special(t, 513));
+    /* lstrip: the spaces before <mask> belong to it. */
+    CHECK(expect(t, "x  <mask> y", 1, (const char *[]){"x", " y", NULL}, (const int32_t[]){512, -1, -1}));
+    /* rstrip: the spaces after [R] belong to it; a non-special token matches without parsing. */
+    CHECK(expect(t, "x[R]  y", 0, (const char *[]){"x", "y", NULL}, (const int32_t[]){513, -1, -1}));
+    /* A special token is plain text unless parsing is on. */
+    CHECK(expect(t, "x <mask>", 0, (const char *[]){"x <mask>", NULL}, (const int32_t[]){-1, -1}));
+    /* single_word: "ab" only as a whole word. */
+    CHECK(expect(t, "ab cd", 1, (const char *[]){"", " cd", NULL}, (const int32_t[]){514, -1, -1}));
+    CHECK(expect(t, "xab abc", 1, (const char *[]){"xab abc", NULL}, (const int32_t[]){-1, -1}));
+    /* Longest match wins. */
+    CHECK(expect(t, "<mask>longer", 1, (const char *[]){"", "er", NULL}, (const int32_t[]){515, -1, -1}));
+    xi_tokenizer_free(t);
+}
+
+/* ---- GPT-2 ByteLevel regex ---- */
+
+static void to_gpt2_bytelevel(json_t *root) {
+    json_object_set_new(root, "normalizer", json_null());
+    json_object_set_new(root, "pre_tokenizer",
+                        json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 1,
+                                  "trim_offsets", 1, "use_regex", 1));
+}
+
+/* GPT-2's regex knows lower-case contractions only ("'M" is punctuation + letter, where
+ * Qwen2's case-insensitive regex keeps "'M"), and add_prefix_space turns "I" into " I". */
+TEST(test_tokenizer_bytelevel_gpt2_regex_and_prefix_space) {
+    xi_tokenizer *q = load_variant("tokenizers/qwen2.5", keep, "qwen");
+    xi_tokenizer *g = load_variant("tokenizers/qwen2.5", to_gpt2_bytelevel, "gpt2");
+    CHECK(q && g);
+    int32_t *ids;
+    int n = encode(q, "I'M", 0, 0, &ids);
+    CHECK_EQ(n, 2);
+    CHECK_EQ(ids[1], xi_tokenizer_token_id(q, "'M"));
+    free(ids);
+    n = encode(g, "I'M", 0, 0, &ids);
+    CHECK_EQ(n, 3);
+    CHECK_EQ(ids[0], xi_tokenizer_token_id(g, "\xc4\xa0I")); /* "ĠI" */
+    CHECK_EQ(ids[1], xi_tokenizer_token_id(g, "'"));
+    CHECK_EQ(ids[2], xi_tokenizer_token_id(g, "M"));
+    free(ids);
+    char err[256];
+    int32_t hello[2] = {xi_tokenizer_token_id(g, "\xc4\xa0hello"), xi_tokenizer_token_id(g, "!")};
+    char *text = xi_tokenizer_decode(g, hello, 2, 0, NULL, err, sizeof err);
+    CHECK_STR(text, " hello!");
+    free(text);
+    xi_tokenizer_free(q);
+    xi_tokenizer_free(g);
+}
