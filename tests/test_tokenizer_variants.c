@@ -113,20 +113,20 @@ TEST(test_tokenizer_metaspace_first_prepends_only_at_input_start) {
 
 /* ---- added-token flags ---- */
 
+static void add_token(json_t *added, int id, const char *content, int single_word, int lstrip,
+                      int rstrip, int special) {
+    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", id,
+                                           "content", content, "single_word", single_word,
+                                           "lstrip", lstrip, "rstrip", rstrip, "normalized", 0,
+                                           "special", special));
+}
+
 static void add_flagged_tokens(json_t *root) {
     json_t *added = json_object_get(root, "added_tokens");
-    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", 512,
-                                           "content", "<mask>", "single_word", 0, "lstrip", 1,
-                                           "rstrip", 0, "normalized", 0, "special", 1));
-    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", 513,
-                                           "content", "[R]", "single_word", 0, "lstrip", 0,
-                                           "rstrip", 1, "normalized", 0, "special", 0));
-    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", 514,
-                                           "content", "ab", "single_word", 1, "lstrip", 0,
-                                           "rstrip", 0, "normalized", 0, "special", 0));
-    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", 515,
-                                           "content", "<mask>long", "single_word", 0, "lstrip", 0,
-                                           "rstrip", 0, "normalized", 0, "special", 1));
+    add_token(added, 512, "<mask>", 0, 1, 0, 1);
+    add_token(added, 513, "[R]", 0, 0, 1, 0);
+    add_token(added, 514, "ab", 1, 0, 0, 0);
+    add_token(added, 515, "<mask>long", 0, 0, 0, 1);
 }
 
 /* ids of a concatenation of plain texts and added-token ids (-1 ends the list). */
