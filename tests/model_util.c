@@ -23,8 +23,9 @@ void tm_seq_init(tm_seq *s, int first_block, int n_blocks) {
 
 int tm_forward(xi_model *m, xi_kv_store *kv, tm_seq **seqs, const int32_t *const *ids,
                const int *n, int n_seq, int all_rows, float *logits) {
-    int total = 0;
-    for (int s = 0; s < n_seq; s++) total += n[s];
+    size_t total = 0;
+    for (int s = 0; s < n_seq; s++) total += (size_t)(n[s] > 0 ? n[s] : 0);
+    if (total == 0 || total > (1u << 20)) return -1;
     int32_t *tok = malloc(sizeof(int32_t) * total), *pos = malloc(sizeof(int32_t) * total);
     int64_t *slots = malloc(sizeof(int64_t) * total);
     int32_t *rows = malloc(sizeof(int32_t) * total);
@@ -42,7 +43,7 @@ int tm_forward(xi_model *m, xi_kv_store *kv, tm_seq **seqs, const int32_t *const
         }
         seqs[s]->n_past += n[s];
     }
-    xi_batch b = {total, tok, pos, slots, n_seq, bs, nl, rows};
+    xi_batch b = {(int32_t)total, tok, pos, slots, n_seq, bs, nl, rows};
     char err[256];
     int rc = xi_model_forward(m, kv, &b, logits, err, sizeof err);
     if (rc) fprintf(stderr, "    forward: %s\n", err);
