@@ -276,6 +276,87 @@ TEST(test_st_open_dir_without_weights_fails_naming_dir) {
     CHECKF(strstr(err, "/nonexistent/x.safetensors"), "%s", err);
 }
 
+TEST(test_st_same_tensor_in_two_files_is_an_error) {
+    /* No index and no model.safetensors: every *.safetensors is read, and a name may not repeat. */
+    const char *dir = xi_test_tmpdir();
+    const char *a[] = {"model.norm.weight", "model.embed_tokens.weight"};
+    const char *b[] = {"lm_head.weight", "model.norm.weight"};
+    CHECK(write_shard(dir, "a.safetensors", a, 2) == 0);
+    CHECK(write_shard(dir, "b.safetensors", b, 2) == 0);
+    char err[512] = "";
+    CHECK(!xi_st_open_dir(dir, err, sizeof err));
+    CHECKF(strstr(err, "model.norm.weight") && strstr(err, "a.safetensors") && strstr(err, "b.safetensors"),
+           "%s", err);
+    /* Without the clash both files open as one set, in name order of the files. */
+    const char *c[] = {"lm_head.weight"};
+    CHECK(write_shard(dir, "b.safetensors", c, 1) == 0);
+    xi_st_set *s = xi_st_open_dir(dir, err, sizeof err);
+    CHECKF(s, "%s", err);
+    CHECK_EQ(xi_st_count(s), 3);
+    CHECK(strstr(xi_st_at(s, 0)->file, "a.safetensors"));
+    CHECK(strstr(xi_st_at(s, 2)->file, "b.safetensors"));
+    xi_st_close(s);
+}
+
+TEST(test_st_mutated_headers_fail_cleanly_or_stay_in_bounds) {
+    /* A small valid file, then 400 deterministic corruptions of its header bytes and length
+     * prefix: each open either fails with a one-line message or yields tensors that lie inside
+     * the file (every byte is touched, so a bad pointer crashes the test). */
+    const char *dir = xi_test_tmpdir();
+    const char *names[] = {"a", "bb", "model.layers.0.mlp.up_proj.weight", "d"};
+    CHECK(write_shard(dir, "orig.safetensors", names, 4) == 0);
+    char *orig = xi_path_join(dir, "orig.safetensors"), *mut = xi_path_join(dir, "mut.safetensors");
+    size_t len = 0;
+    char *bytes = xi_read_file(orig, &len, NULL, 0);
+    CHECK(bytes && len > 16);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | (uint8_t)bytes[i];
+    uint64_t rng = 0x1234567;
+    const char alphabet[] = "0123456789[]{},:\"-eE.FIUB ";
+    int opened = 0, failed = 0;
+    unsigned checksum = 0;
+    for (int iter = 0; iter < 400; iter++) {
+        char *m = malloc(len);
+        memcpy(m, bytes, len);
+        size_t mlen = len;
+        for (int k = 0; k < 1 + iter % 3; k++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t r = rng >> 17;
+            if (iter % 50 == 49) mlen = (size_t)(r % len);                    /* truncate */
+            else if (iter % 10 == 3) m[r % 8] = (char)(r >> 20);              /* length prefix */
+            else m[8 + r % hlen] = alphabet[(r >> 24) % (sizeof alphabet - 1)]; /* header text */
+        }
+        FILE *f = fopen(mut, "wb");
+        CHECK(f);
+        fwrite(m, 1, mlen, f);
+        fclose(f);
+        free(m);
+        char err[512] = "";
+        xi_st_set *s = xi_st_open_file(mut, err, sizeof err);
+        if (!s) {
+            CHECKF(strstr(err, "mut.safetensors") && !strchr(err, '\n'), "iter %d: %s", iter, err);
+            failed++;
+            continue;
+        }
+        opened++;
+        size_t total = 0;
+        unsigned sum = 0;
+        for (int i = 0; i < xi_st_count(s); i++) {
+            const xi_st_tensor *t = xi_st_at(s, i);
+            total += t->nbytes;
+            for (size_t b = 0; b < t->nbytes; b++) sum += ((const uint8_t *)t->data)[b];
+        }
+        CHECKF(total <= mlen, "iter %d: %zu tensor bytes in a %zu-byte file", iter, total, mlen);
+        checksum += sum; /* printed below, which keeps the reads */
+        xi_st_close(s);
+    }
+    CHECK(failed > 100); /* the corruptions really corrupt */
+    free(bytes);
+    free(orig);
+    free(mut);
+    fprintf(stderr, "    %d opened, %d rejected (data checksum %u)\n", opened, failed, checksum);
+}
+
 /* ---- xinfer inspect, through the binary ---- */
 
 static json_t *inspect_json(const char *dir, int *rc) {

@@ -306,26 +306,37 @@ out:
     return rc;
 }
 
-static const xi_st_set *g_sort_set; /* qsort has no context argument in C11 */
+typedef struct name_ref {
+    const char *name;
+    int index;
+} name_ref;
 
-static int cmp_by_name(const void *a, const void *b) {
-    return strcmp(g_sort_set->tensors[*(const int *)a].name, g_sort_set->tensors[*(const int *)b].name);
+static int cmp_name_ref(const void *a, const void *b) {
+    return strcmp(((const name_ref *)a)->name, ((const name_ref *)b)->name);
 }
 
-/* Build the sorted name index and reject a name that appears in two files. */
+/* Build the sorted name index and reject a name that appears in two files. Sorting
+ * (name, index) pairs keeps qsort free of global context, so sets may open concurrently. */
 static int set_index(xi_st_set *s, char *err, size_t errlen) {
-    s->by_name = xi_calloc(s->n_tensors ? (size_t)s->n_tensors : 1, sizeof(int));
-    if (!s->by_name) return xi_errf(err, errlen, "out of memory indexing %d tensors", s->n_tensors);
-    for (int i = 0; i < s->n_tensors; i++) s->by_name[i] = i;
-    g_sort_set = s;
-    qsort(s->by_name, (size_t)s->n_tensors, sizeof(int), cmp_by_name);
-    g_sort_set = NULL;
-    for (int i = 1; i < s->n_tensors; i++) {
-        const xi_st_tensor *a = &s->tensors[s->by_name[i - 1]], *b = &s->tensors[s->by_name[i]];
-        if (!strcmp(a->name, b->name))
-            return xi_errf(err, errlen, "%s: tensor %s: also defined in %s", b->file, b->name, a->file);
+    size_t n = s->n_tensors ? (size_t)s->n_tensors : 1;
+    name_ref *refs = xi_calloc(n, sizeof *refs);
+    s->by_name = xi_calloc(n, sizeof(int));
+    if (!refs || !s->by_name) {
+        free(refs);
+        return xi_errf(err, errlen, "out of memory indexing %d tensors", s->n_tensors);
     }
-    return 0;
+    for (int i = 0; i < s->n_tensors; i++) refs[i] = (name_ref){s->tensors[i].name, i};
+    qsort(refs, (size_t)s->n_tensors, sizeof *refs, cmp_name_ref);
+    int rc = 0;
+    for (int i = 0; i < s->n_tensors; i++) {
+        s->by_name[i] = refs[i].index;
+        if (i > 0 && !strcmp(refs[i - 1].name, refs[i].name) && !rc) {
+            const xi_st_tensor *a = &s->tensors[refs[i - 1].index], *b = &s->tensors[refs[i].index];
+            rc = xi_errf(err, errlen, "%s: tensor %s: also defined in %s", b->file, b->name, a->file);
+        }
+    }
+    free(refs);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- public API */
