@@ -6,7 +6,8 @@
  * tenants of a shared machine hits both; medians and min-max spread are printed.
  *
  *   bench_decode --model DIR [--dtype auto|float32|bfloat16|float16] [--quantization ...]
- *                [--threads N] [--reps 10] [--decode-tokens 16] [--prefill 512] */
+ *                [--load-format auto|mmap] [--threads N] [--reps 10] [--decode-tokens 16]
+ *                [--prefill 512] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +163,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--model")) p.dir = argv[i + 1];
         else if (!strcmp(argv[i], "--dtype")) p.dtype = argv[i + 1];
         else if (!strcmp(argv[i], "--quantization")) p.quantization = argv[i + 1];
+        else if (!strcmp(argv[i], "--load-format")) p.load_format = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) p.n_threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--decode-tokens")) decode_tokens = atoi(argv[i + 1]);
@@ -232,8 +234,8 @@ int main(int argc, char **argv) {
         }
     }
     double m1, l1, h1;
-    printf("model %s  dtype %s  quantization %s  kernels %s  threads %d  weights %.1f MiB  reps %d\n",
-           p.dir, xi_dtype_name(xi_model_dtype(r.m)), xi_model_quantization(r.m),
+    printf("model %s  load %s  dtype %s  quantization %s  kernels %s  threads %d  weights %.1f MiB  reps %d\n",
+           p.dir, p.load_format ? p.load_format : "auto", xi_dtype_name(xi_model_dtype(r.m)), xi_model_quantization(r.m),
            xi_model_ops(r.m)->name, threads, wbytes / (1 << 20), reps);
     stats(bw, reps, &m1, &l1, &h1);
     printf("read bandwidth        %8.2f GB/s   (min %.2f, max %.2f)\n", m1 / 1e9, l1 / 1e9, h1 / 1e9);
