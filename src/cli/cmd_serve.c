@@ -1,0 +1,166 @@
+/* cli/cmd_serve: `xinfer serve`, the drop-in for `vllm serve`. Parses the flags, listens
+ * first (so /health answers 503 while the weights load), opens and starts the engine, then
+ * waits for SIGINT/SIGTERM and shuts down gracefully: stop accepting, let requests in flight
+ * finish within --shutdown-timeout, abort the rest, exit 0. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "server/engine_link.h"
+#include "server/serve_args.h"
+#include "server/server.h"
+
+static const char *env_get(const char *name) { return getenv(name); }
+
+static int is_dir(const char *path) {
+    struct stat st;
+    return !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
+static void log_startup(const xi_serve_args *a, const xi_engine_info *in) {
+    xi_srv_log("model %s (%s), served as '%s'", a->model_path, in->architecture ? in->architecture : "?",
+               a->served_names[0]);
+    xi_srv_log("dtype %s, kernels %s, %d threads", in->dtype ? in->dtype : "?", in->kernels ? in->kernels : "?",
+               in->n_threads);
+    xi_srv_log("quantization %s", in->quantization ? in->quantization : "none");
+    xi_srv_log("KV cache: %d blocks (%d tokens), %.1f MiB, dtype %s", in->num_kv_blocks,
+               in->num_kv_blocks * in->block_size, (double)in->kv_cache_bytes / (1 << 20),
+               in->kv_cache_dtype ? in->kv_cache_dtype : "?");
+    xi_srv_log("Maximum concurrency for %d tokens per request: %.2fx", in->max_model_len, in->max_concurrency);
+    xi_srv_log("PagedAttention enabled (block size %d)", in->block_size);
+    xi_srv_log(in->enable_prefix_caching ? "Prefix caching enabled" : "Prefix caching disabled");
+    if (in->enable_chunked_prefill)
+        xi_srv_log("Chunked prefill enabled (max_num_batched_tokens=%d)", in->max_num_batched_tokens);
+    else
+        xi_srv_log("Chunked prefill disabled (max_num_batched_tokens=%d)", in->max_num_batched_tokens);
+}
+
+/* vLLM's periodic line: throughput since the previous one, queue and KV usage. */
+static void log_stats(xi_engine *e, xi_engine_stats *prev, double *prev_t) {
+    xi_engine_stats s;
+    xi_engine_get_stats(e, &s);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + ts.tv_nsec * 1e-9, dt = now - *prev_t;
+    int busy = s.num_running || s.num_waiting || s.steps != prev->steps;
+    if (busy && dt > 0) {
+        double hit = s.prefix_cache_queries ? 100.0 * (double)s.prefix_cache_hits / (double)s.prefix_cache_queries : 0;
+        xi_srv_log("Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "
+                   "Running: %d reqs, Waiting: %d reqs, KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%",
+                   (double)(s.prompt_tokens_total - prev->prompt_tokens_total) / dt,
+                   (double)(s.generation_tokens_total - prev->generation_tokens_total) / dt,
+                   s.num_running, s.num_waiting, 100 * s.kv_cache_usage, hit);
+    }
+    *prev = s;
+    *prev_t = now;
+}
+
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int cmd_serve(int argc, char **argv) {
+    xi_serve_args a;
+    char err[1024] = "";
+    if (xi_serve_args_parse(&a, argc, argv, env_get, is_dir, err, sizeof err)) {
+        fprintf(stderr, "xinfer serve: %s\n", err);
+        return 2;
+    }
+    if (a.help) {
+        fputs(xi_serve_args_help(), stdout);
+        return 0;
+    }
+    for (int i = 0; i < a.n_notices; i++) fprintf(stderr, "WARN  xinfer serve: %s\n", a.notices[i]);
+    if (!xi_server_engine_linked()) {
+        fprintf(stderr, "xinfer serve: this build has no engine (src/api is missing)\n");
+        return 1;
+    }
+    if (a.chat_template) {
+        fprintf(stderr, "xinfer serve: --chat-template is not supported yet: the engine reads the template from tokenizer_config.json\n");
+        return 2;
+    }
+
+    /* Signals are taken synchronously by this thread; every thread started from here on
+     * inherits the mask, so none of them is interrupted. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int port = a.port;
+    int fd = xi_server_listen(a.host, a.port, a.uds, &port, err, sizeof err);
+    if (fd < 0) {
+        fprintf(stderr, "xinfer serve: %s\n", err);
+        return 1;
+    }
+    xi_server_config cfg = {
+        .served_names = a.served_names,
+        .n_served_names = a.n_served_names,
+        .model_path = a.model_path,
+        .api_keys = a.api_keys,
+        .n_api_keys = a.n_api_keys,
+        .max_body_bytes = a.max_body_bytes,
+        .log_requests = a.enable_log_requests,
+    };
+    xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
+    if (!srv) {
+        fprintf(stderr, "xinfer serve: %s\n", err);
+        return 1;
+    }
+    xi_srv_log("loading %s", a.model_path);
+    xi_engine *eng = xi_engine_open(&a.engine, err, sizeof err);
+    if (!eng || xi_engine_start(eng, err, sizeof err)) {
+        fprintf(stderr, "xinfer serve: %s\n", err);
+        xi_server_free(srv);
+        if (eng) xi_engine_close(eng);
+        return 1;
+    }
+    xi_engine_info info;
+    xi_engine_get_info(eng, &info);
+    log_startup(&a, &info);
+    if (xi_server_set_engine(srv, eng, err, sizeof err)) {
+        fprintf(stderr, "xinfer serve: %s\n", err);
+        xi_server_free(srv);
+        xi_engine_close(eng);
+        return 1;
+    }
+    if (a.uds) xi_srv_log("Starting server on unix:%s", a.uds);
+    else xi_srv_log("Starting server on http://%s:%d", a.host, port);
+    if (a.n_api_keys) xi_srv_log("API key required on /v1/*, /tokenize, /detokenize");
+    xi_srv_log("Application startup complete.");
+
+    xi_engine_stats prev = {0};
+    double prev_t = mono();
+    struct timespec tick = {10, 0};
+    int sig;
+    while ((sig = sigtimedwait(&set, NULL, &tick)) < 0)
+        if (!a.disable_log_stats) log_stats(eng, &prev, &prev_t);
+
+    xi_srv_log("Shutting down (signal %d): no new connections; %d request(s) in flight get %.0f s",
+               sig, xi_server_in_flight(srv), a.shutdown_timeout);
+    xi_server_quiesce(srv);
+    double deadline = mono() + a.shutdown_timeout;
+    struct timespec poll = {0, 50 * 1000000L};
+    while (xi_server_in_flight(srv) > 0 && mono() < deadline)
+        if (sigtimedwait(&set, NULL, &poll) >= 0) break; /* a second signal: stop waiting */
+    if (xi_server_in_flight(srv) > 0) {
+        xi_srv_log("aborting %d request(s)", xi_server_in_flight(srv));
+        xi_server_abort_all(srv);
+        double until = mono() + 2.0;
+        while (xi_server_in_flight(srv) > 0 && mono() < until) nanosleep(&poll, NULL);
+    }
+    xi_server_stop(srv);
+    xi_engine_close(eng);
+    xi_server_free(srv);
+    xi_srv_log("Server stopped.");
+    return 0;
+}

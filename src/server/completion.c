@@ -1,0 +1,795 @@
+/* server/completion: /v1/chat/completions and /v1/completions.
+ *
+ * A job is one HTTP request: one engine request per prompt, n samples each, one "choice" per
+ * sample. The engine's output callback runs on the engine thread and must never wait: it copies
+ * the event into the job's queue under the job mutex and signals. The connection's own thread
+ * turns queued events into the JSON body (non-streaming) or SSE chunks (streaming) at whatever
+ * pace the client reads, so a slow reader costs memory (bounded by max_tokens), never engine
+ * time. A job is reference counted: one reference per unfinished sample (dropped by the
+ * engine's final event), one for the handler/connection and one for a streaming response. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/engine_link.h"
+#include "server/server_internal.h"
+
+typedef struct lp_copy {
+    int32_t token;
+    float logprob;
+    int n_top;
+    xi_top_logprob *top;             /* [n_top] owned */
+} lp_copy;
+
+typedef struct job_event {
+    struct job_event *next;
+    int choice;
+    char *text;                      /* [text_len] owned */
+    size_t text_len;
+    int n_ids;
+    lp_copy *lps;                    /* [n_ids] owned, or NULL */
+    lp_copy *plps;                   /* [n_plps] prompt logprobs, owned, or NULL */
+    int n_plps;
+    xi_finish_reason finish;
+    char *stop_reason;               /* owned or NULL */
+    int32_t stop_token;
+    int generated, prompt_tokens, cached;
+} job_event;
+
+typedef struct job_sub {
+    xi_job *job;
+    int prompt_idx;
+    int64_t id;                      /* engine request id, -1 until submitted */
+    int n_prompt;                    /* prompt tokens as submitted */
+    int32_t *ids;                    /* [n_prompt] owned */
+    char *echo_text;                 /* prompt text for echo, owned */
+    int unfinished;                  /* samples still running (job mutex) */
+    int cached;                      /* prompt tokens served from the prefix cache */
+    lp_copy *plps;                   /* [n_plps] first prompt logprobs seen, owned */
+    int n_plps;
+} job_sub;
+
+typedef struct job_choice {
+    /* connection thread */
+    char *text;                      /* [text_len] accumulated output (non-streaming) */
+    size_t text_len, text_cap;
+    json_t *lp;                      /* logprobs being built, or NULL */
+    size_t text_offset;              /* completions logprobs: bytes of text so far */
+    int started;                     /* echo and first chunk written */
+    xi_finish_reason finish;
+    char *stop_reason;
+    int32_t stop_token;
+    int generated;
+    /* engine thread */
+    double last_time;                /* monotonic time of the previous event, for ITL */
+} job_choice;
+
+struct xi_job {
+    xi_server *s;
+    xi_engine *eng;
+    xi_job *prev, *next;             /* server's list of live jobs (s->mu) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;                        /* mu */
+    int n_unfinished;                /* mu: samples whose final event has not arrived */
+    job_event *head, *tail;          /* mu: events not yet consumed */
+    xi_oai_request req;
+    job_sub *subs;                   /* [n_subs] */
+    int n_subs;
+    job_choice *choices;             /* [n_choices] = n_subs * req.n */
+    int n_choices;
+    char id[40];
+    long created;
+    struct MHD_Connection *conn;
+    char *out;                       /* [out_len] SSE bytes not yet handed to MHD, owned */
+    size_t out_len, out_cap, out_off;
+    int ended;                       /* the last SSE bytes are in out */
+};
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- job life cycle ----------------------------------------------------------------------- */
+
+static void lp_free(lp_copy *l, int n) {
+    for (int i = 0; l && i < n; i++) free(l[i].top);
+    free(l);
+}
+
+static void event_free(job_event *ev) {
+    free(ev->text);
+    lp_free(ev->lps, ev->n_ids);
+    lp_free(ev->plps, ev->n_plps);
+    free(ev->stop_reason);
+    free(ev);
+}
+
+static void job_free(xi_job *j) {
+    xi_server *s = j->s;
+    pthread_mutex_lock(&s->mu);
+    if (j->prev) j->prev->next = j->next;
+    else if (s->jobs == j) s->jobs = j->next;
+    if (j->next) j->next->prev = j->prev;
+    s->n_jobs--;
+    pthread_mutex_unlock(&s->mu);
+    while (j->head) {
+        job_event *n = j->head->next;
+        event_free(j->head);
+        j->head = n;
+    }
+    for (int i = 0; i < j->n_subs; i++) {
+        free(j->subs[i].ids);
+        free(j->subs[i].echo_text);
+        lp_free(j->subs[i].plps, j->subs[i].n_plps);
+    }
+    for (int i = 0; i < j->n_choices; i++) {
+        free(j->choices[i].text);
+        free(j->choices[i].stop_reason);
+        json_decref(j->choices[i].lp);
+    }
+    free(j->subs);
+    free(j->choices);
+    free(j->out);
+    xi_oai_request_free(&j->req);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+static void job_release(xi_job *j) {
+    pthread_mutex_lock(&j->mu);
+    int left = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (!left) job_free(j);
+}
+
+void xi_job_abort(xi_job *j) {
+    int64_t ids[64];
+    int n = 0;
+    pthread_mutex_lock(&j->mu);
+    for (int i = 0; i < j->n_subs; i++)
+        if (j->subs[i].id >= 0 && j->subs[i].unfinished > 0) {
+            if (n == 64) {
+                pthread_mutex_unlock(&j->mu);
+                for (int k = 0; k < n; k++) xi_engine_abort(j->eng, ids[k]);
+                n = 0;
+                pthread_mutex_lock(&j->mu);
+            }
+            ids[n++] = j->subs[i].id;
+        }
+    pthread_mutex_unlock(&j->mu);
+    for (int k = 0; k < n; k++) xi_engine_abort(j->eng, ids[k]);
+}
+
+void xi_job_connection_done(xi_job *j, int ok) {
+    if (!ok) xi_job_abort(j);
+    job_release(j);
+}
+
+void xi_server_abort_all(xi_server *s) {
+    /* Engine ids are never reused, so aborting an id that has just finished is harmless;
+     * collecting them under the locks keeps every job alive while it is read. */
+    for (;;) {
+        int64_t ids[256];
+        int n = 0, more = 0;
+        pthread_mutex_lock(&s->mu);
+        for (xi_job *j = s->jobs; j && !more; j = j->next) {
+            pthread_mutex_lock(&j->mu);
+            for (int i = 0; i < j->n_subs; i++) {
+                if (j->subs[i].id < 0 || j->subs[i].unfinished <= 0) continue;
+                if (n == 256) {
+                    more = 1;
+                    break;
+                }
+                ids[n++] = j->subs[i].id;
+            }
+            pthread_mutex_unlock(&j->mu);
+        }
+        xi_engine *eng = atomic_load(&s->engine);
+        pthread_mutex_unlock(&s->mu);
+        for (int k = 0; k < n && eng; k++) xi_engine_abort(eng, ids[k]);
+        if (!more) return;
+    }
+}
+
+/* ---- engine thread: copy the event, never wait -------------------------------------------- */
+
+static lp_copy *lp_dup(const xi_token_logprob *src, int n) {
+    lp_copy *d = calloc((size_t)n, sizeof *d);
+    if (!d) return NULL;
+    for (int i = 0; i < n; i++) {
+        d[i].token = src[i].token;
+        d[i].logprob = src[i].logprob;
+        if (src[i].n_top > 0 && src[i].top) {
+            d[i].top = malloc((size_t)src[i].n_top * sizeof *d[i].top);
+            if (d[i].top) {
+                memcpy(d[i].top, src[i].top, (size_t)src[i].n_top * sizeof *d[i].top);
+                d[i].n_top = src[i].n_top;
+            }
+        }
+    }
+    return d;
+}
+
+static void observe_finish(xi_server *s, const xi_output *o) {
+    if (!s->metrics) return;
+    xi_metrics_sample m = {
+        .finish = o->finish_reason,
+        .ttft = o->generated_tokens > 0 ? o->first_token_time : -1,
+        .e2e = o->arrival_time > 0 ? wall_now() - o->arrival_time : -1,
+        .queue = o->queue_time,
+        .prefill = o->prefill_time,
+        .decode = o->decode_time,
+        .prompt_tokens = o->prompt_tokens,
+        .generation_tokens = o->generated_tokens,
+    };
+    xi_metrics_observe(s->metrics, &m);
+}
+
+static void on_output(void *user, const xi_output *o) {
+    job_sub *sub = user;
+    xi_job *j = sub->job;
+    int choice = sub->prompt_idx * j->req.n + (o->index >= 0 && o->index < j->req.n ? o->index : 0);
+    job_event *ev = calloc(1, sizeof *ev);
+    if (ev) {
+        ev->choice = choice;
+        ev->finish = o->finish_reason;
+        ev->stop_token = o->stop_token;
+        ev->generated = o->generated_tokens;
+        ev->prompt_tokens = o->prompt_tokens;
+        ev->cached = o->cached_prompt_tokens;
+        if (o->text_len && (ev->text = malloc(o->text_len))) {
+            memcpy(ev->text, o->text, o->text_len);
+            ev->text_len = o->text_len;
+        }
+        if (o->n_new > 0 && o->logprobs && (ev->lps = lp_dup(o->logprobs, o->n_new)))
+            ev->n_ids = o->n_new;
+        if (o->n_prompt_logprobs > 0 && o->prompt_logprobs &&
+            (ev->plps = lp_dup(o->prompt_logprobs, o->n_prompt_logprobs)))
+            ev->n_plps = o->n_prompt_logprobs;
+        if (o->stop_reason) ev->stop_reason = strdup(o->stop_reason);
+    }
+    /* inter-token latency: the time since this sample's previous tokens, per new token */
+    job_choice *c = &j->choices[choice];
+    double now = mono_now();
+    if (o->n_new > 0 && c->last_time > 0 && j->s->metrics)
+        for (int i = 0; i < o->n_new; i++) xi_metrics_observe_itl(j->s->metrics, (now - c->last_time) / o->n_new);
+    if (o->n_new > 0) c->last_time = now;
+    if (o->finish_reason != XI_FINISH_NONE) observe_finish(j->s, o);
+
+    pthread_mutex_lock(&j->mu);
+    if (ev) {
+        if (j->tail) j->tail->next = ev;
+        else j->head = ev;
+        j->tail = ev;
+    }
+    int left = j->refs;
+    if (o->finish_reason != XI_FINISH_NONE) {
+        sub->unfinished--;
+        j->n_unfinished--;
+        left = --j->refs;
+        if (!ev) j->choices[choice].finish = XI_FINISH_ERROR;
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (!left) job_free(j);
+}
+
+/* ---- connection thread: events → choices / SSE -------------------------------------------- */
+
+static int out_append(xi_job *j, const char *data, size_t n) {
+    return xi_srv_append(&j->out, &j->out_len, &j->out_cap, data, n);
+}
+
+static void sse_send(xi_job *j, json_t *o) {
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!s) return;
+    out_append(j, "data: ", 6);
+    out_append(j, s, strlen(s));
+    out_append(j, "\n\n", 2);
+    free(s);
+}
+
+static char *token_text(xi_job *j, int32_t id) {
+    char err[128];
+    char *t = xi_engine_detokenize(j->eng, &id, 1, 0, err, sizeof err);
+    return t ? t : strdup("");
+}
+
+static json_t *bytes_of(const char *t) {
+    json_t *a = json_array();
+    for (const unsigned char *p = (const unsigned char *)t; *p; p++) json_array_append_new(a, json_integer(*p));
+    return a;
+}
+
+static json_t *lp_value(float lp) {
+    /* JSON has no -inf: clamp like vLLM's serializer does */
+    return isfinite(lp) ? json_real(lp) : json_real(lp < 0 ? -9999.0 : 0.0);
+}
+
+/* Chat logprobs: [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}] */
+static json_t *chat_lp_entries(xi_job *j, const lp_copy *l, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) {
+        char *t = token_text(j, l[i].token);
+        json_t *top = json_array();
+        for (int k = 0; k < l[i].n_top && k < j->req.logprobs; k++) {
+            char *tt = token_text(j, l[i].top[k].token);
+            json_array_append_new(top, json_pack("{s:s, s:o, s:o}", "token", tt, "logprob",
+                                                 lp_value(l[i].top[k].logprob), "bytes", bytes_of(tt)));
+            free(tt);
+        }
+        json_array_append_new(a, json_pack("{s:s, s:o, s:o, s:o}", "token", t, "logprob",
+                                           lp_value(l[i].logprob), "bytes", bytes_of(t),
+                                           "top_logprobs", top));
+        free(t);
+    }
+    return a;
+}
+
+/* Completions logprobs: parallel arrays; prompt entries (echo) have a null first logprob. */
+static void completion_lp_add(xi_job *j, json_t *lp, size_t *offset, const lp_copy *l, int n,
+                              int prompt) {
+    json_t *tokens = json_object_get(lp, "tokens"), *tlp = json_object_get(lp, "token_logprobs");
+    json_t *top = json_object_get(lp, "top_logprobs"), *off = json_object_get(lp, "text_offset");
+    for (int i = 0; i < n; i++) {
+        char *t = token_text(j, l[i].token);
+        json_array_append_new(tokens, json_string(t));
+        json_array_append_new(off, json_integer((json_int_t)*offset));
+        *offset += strlen(t);
+        int first = prompt && i == 0;
+        json_array_append_new(tlp, first ? json_null() : lp_value(l[i].logprob));
+        if (first) {
+            json_array_append_new(top, json_null());
+        } else {
+            json_t *d = json_object();
+            for (int k = 0; k < l[i].n_top && k < j->req.logprobs; k++) {
+                char *tt = token_text(j, l[i].top[k].token);
+                json_object_set_new(d, tt, lp_value(l[i].top[k].logprob));
+                free(tt);
+            }
+            json_array_append_new(top, d);
+        }
+        free(t);
+    }
+}
+
+static json_t *completion_lp_new(void) {
+    return json_pack("{s:[], s:[], s:[], s:[]}", "text_offset", "token_logprobs", "tokens", "top_logprobs");
+}
+
+static json_t *chunk_new(xi_job *j, json_t *choices) {
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", j->id, "object",
+                          j->req.chat ? "chat.completion.chunk" : "text_completion", "created",
+                          (json_int_t)j->created, "model", j->s->cfg.served_names[0], "choices", choices);
+    if (j->req.include_usage) json_object_set_new(o, "usage", json_null());
+    return o;
+}
+
+static json_t *stop_reason_json(const job_choice *c) {
+    if (c->stop_reason) return json_string(c->stop_reason);
+    if (c->finish == XI_FINISH_STOP && c->stop_token >= 0) return json_integer(c->stop_token);
+    return json_null();
+}
+
+static const char *finish_name(xi_finish_reason r) {
+    switch (r) {
+    case XI_FINISH_STOP: return "stop";
+    case XI_FINISH_LENGTH: return "length";
+    case XI_FINISH_ABORT: return "abort";
+    default: return "error";
+    }
+}
+
+static void text_append(job_choice *c, const char *t, size_t n) {
+    xi_srv_append(&c->text, &c->text_len, &c->text_cap, t, n);
+}
+
+/* Apply one event to its choice; when streaming, write its chunk. */
+static void consume(xi_job *j, job_event *ev) {
+    job_choice *c = &j->choices[ev->choice];
+    job_sub *sub = &j->subs[ev->choice / j->req.n];
+    if (ev->cached > sub->cached) sub->cached = ev->cached;
+    if (ev->plps && !sub->plps) {
+        sub->plps = ev->plps;
+        sub->n_plps = ev->n_plps;
+        ev->plps = NULL;
+        ev->n_plps = 0;
+    }
+    if (ev->finish != XI_FINISH_NONE) {
+        c->finish = ev->finish;
+        c->stop_token = ev->stop_token;
+        free(c->stop_reason);
+        c->stop_reason = ev->stop_reason;
+        ev->stop_reason = NULL;
+    }
+    if (ev->generated > c->generated) c->generated = ev->generated;
+    int want_lp = j->req.logprobs >= 0;
+
+    /* echo: the prompt (and its logprobs) precede the first output of a completion */
+    json_t *lp = NULL;
+    char *prefix = NULL;
+    if (!j->req.chat && want_lp) lp = j->req.stream ? completion_lp_new() : (c->lp ? c->lp : (c->lp = completion_lp_new()));
+    if (j->req.chat && want_lp && !j->req.stream && !c->lp) c->lp = json_pack("{s:[]}", "content");
+    if (!c->started) {
+        c->started = 1;
+        if (j->req.echo && sub->echo_text) {
+            prefix = sub->echo_text;
+            if (lp && sub->plps) completion_lp_add(j, lp, &c->text_offset, sub->plps, sub->n_plps, 1);
+        }
+    }
+    if (lp && ev->lps) completion_lp_add(j, lp, &c->text_offset, ev->lps, ev->n_ids, 0);
+
+    if (!j->req.stream) {
+        if (prefix) text_append(c, prefix, strlen(prefix));
+        text_append(c, ev->text ? ev->text : "", ev->text_len);
+        if (j->req.chat && c->lp && ev->lps) {
+            json_t *entries = chat_lp_entries(j, ev->lps, ev->n_ids);
+            json_array_extend(json_object_get(c->lp, "content"), entries);
+            json_decref(entries);
+        }
+        return;
+    }
+    if (ev->finish == XI_FINISH_ERROR) {
+        xi_oai_error e;
+        xi_oai_fail(&e, 500, NULL, "the engine failed on this request");
+        char *s = xi_oai_error_json(&e);
+        if (s) {
+            out_append(j, "data: ", 6);
+            out_append(j, s, strlen(s));
+            out_append(j, "\n\n", 2);
+            free(s);
+        }
+        json_decref(lp);
+        return;
+    }
+    int has_text = ev->text_len > 0 || prefix;
+    if (!has_text && ev->finish == XI_FINISH_NONE && !ev->n_ids) {
+        json_decref(lp);
+        return;
+    }
+    json_t *ch;
+    json_t *finish = ev->finish != XI_FINISH_NONE ? json_string(finish_name(ev->finish)) : json_null();
+    if (j->req.chat) {
+        json_t *delta = json_object();
+        if (has_text) json_object_set_new(delta, "content", json_stringn(ev->text ? ev->text : "", ev->text_len));
+        json_t *l = want_lp && ev->lps ? json_pack("{s:o}", "content", chat_lp_entries(j, ev->lps, ev->n_ids)) : json_null();
+        ch = json_pack("{s:i, s:o, s:o, s:o}", "index", ev->choice, "delta", delta, "logprobs", l,
+                       "finish_reason", finish);
+    } else {
+        size_t plen = prefix ? strlen(prefix) : 0;
+        char *t = malloc(plen + ev->text_len + 1);
+        if (t) {
+            if (plen) memcpy(t, prefix, plen);
+            if (ev->text_len) memcpy(t + plen, ev->text, ev->text_len);
+        }
+        ch = json_pack("{s:i, s:o, s:o, s:o}", "index", ev->choice, "text",
+                       t ? json_stringn(t, plen + ev->text_len) : json_string(""), "logprobs",
+                       lp ? lp : json_null(), "finish_reason", finish);
+        lp = NULL;
+        free(t);
+    }
+    if (ev->finish != XI_FINISH_NONE) json_object_set_new(ch, "stop_reason", stop_reason_json(c));
+    json_decref(lp);
+    sse_send(j, chunk_new(j, json_pack("[o]", ch)));
+}
+
+static json_t *usage_json(xi_job *j) {
+    int prompt = 0, cached = 0, gen = 0;
+    for (int i = 0; i < j->n_subs; i++) {
+        prompt += j->subs[i].n_prompt;
+        cached += j->subs[i].cached;
+    }
+    for (int i = 0; i < j->n_choices; i++) gen += j->choices[i].generated;
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", prompt, "completion_tokens", gen,
+                     "total_tokens", prompt + gen, "prompt_tokens_details", "cached_tokens", cached);
+}
+
+/* Take the queued events (and whether the job has finished) under the lock. */
+static job_event *take_events(xi_job *j, int *done) {
+    job_event *list = j->head;
+    j->head = j->tail = NULL;
+    *done = j->n_unfinished == 0;
+    return list;
+}
+
+static void consume_list(xi_job *j, job_event *list) {
+    while (list) {
+        job_event *n = list->next;
+        consume(j, list);
+        event_free(list);
+        list = n;
+    }
+}
+
+/* Wait up to 100 ms for events. Returns 1 when the client is gone or the server closes. */
+static int wait_events(xi_job *j) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+    if (j->head || !j->n_unfinished) return 0;
+    return atomic_load(&j->s->closing) || xi_srv_peer_closed(j->conn);
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    xi_job *j = cls;
+    for (;;) {
+        if (j->out_off < j->out_len) {
+            size_t n = max < j->out_len - j->out_off ? max : j->out_len - j->out_off;
+            memcpy(buf, j->out + j->out_off, n);
+            j->out_off += n;
+            return (ssize_t)n;
+        }
+        j->out_len = j->out_off = 0;
+        if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        int done, gone = 0;
+        pthread_mutex_lock(&j->mu);
+        while (!j->head && j->n_unfinished > 0 && !gone) gone = wait_events(j);
+        job_event *list = take_events(j, &done);
+        pthread_mutex_unlock(&j->mu);
+        if (gone) {
+            consume_list(j, list);
+            xi_job_abort(j);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        consume_list(j, list);
+        if (done) {
+            if (j->req.include_usage) {
+                json_t *o = chunk_new(j, json_array());
+                json_object_set_new(o, "usage", usage_json(j));
+                sse_send(j, o);
+            }
+            out_append(j, "data: [DONE]\n\n", 14);
+            j->ended = 1;
+            if (j->s->cfg.log_requests) xi_srv_log("Finished request %s", j->id);
+        }
+    }
+}
+
+static void stream_free(void *cls) { job_release(cls); }
+
+/* ---- the handler -------------------------------------------------------------------------- */
+
+static enum MHD_Result answer_body(xi_job *j) {
+    int worst = 0;
+    json_t *choices = json_array();
+    for (int i = 0; i < j->n_choices; i++) {
+        job_choice *c = &j->choices[i];
+        if (c->finish == XI_FINISH_ERROR || c->finish == XI_FINISH_NONE) worst = 1;
+        json_t *text = json_stringn(c->text ? c->text : "", c->text_len);
+        if (!text) text = json_string("");
+        json_t *lp = c->lp ? json_incref(c->lp) : json_null();
+        json_t *ch = j->req.chat
+            ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant",
+                        "content", text, "logprobs", lp, "finish_reason", finish_name(c->finish))
+            : json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", text, "logprobs", lp,
+                        "finish_reason", finish_name(c->finish));
+        json_object_set_new(ch, "stop_reason", stop_reason_json(c));
+        json_array_append_new(choices, ch);
+    }
+    if (worst) {
+        json_decref(choices);
+        xi_oai_error e;
+        xi_oai_fail(&e, 500, NULL, "the engine failed on this request");
+        return xi_srv_respond_error(j->conn, &e);
+    }
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", j->id, "object",
+                          j->req.chat ? "chat.completion" : "text_completion", "created",
+                          (json_int_t)j->created, "model", j->s->cfg.served_names[0], "choices",
+                          choices, "usage", usage_json(j));
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return xi_srv_respond(j->conn, MHD_HTTP_OK, "application/json", s);
+}
+
+/* Prompts → token ids with the max-model-len check. */
+static int prepare_prompts(xi_job *j, xi_oai_error *e) {
+    xi_oai_request *r = &j->req;
+    char err[512] = "";
+    char *rendered = NULL;
+    if (r->chat) {
+        rendered = xi_engine_apply_chat_template(j->eng, r->messages_json, r->tools_json,
+                                                 r->add_generation_prompt,
+                                                 r->continue_final_message, err, sizeof err);
+        if (!rendered) return xi_oai_fail(e, 400, "messages", "chat template: %s", err);
+    }
+    int n_prompts = r->chat ? 1 : r->n_prompts;
+    j->subs = calloc((size_t)n_prompts, sizeof *j->subs);
+    j->choices = calloc((size_t)n_prompts * (size_t)r->n, sizeof *j->choices);
+    if (!j->subs || !j->choices) {
+        free(rendered);
+        return xi_oai_fail(e, 500, NULL, "out of memory");
+    }
+    j->n_subs = n_prompts;
+    j->n_choices = n_prompts * r->n;
+    int max_len = j->s->info.max_model_len;
+    for (int i = 0; i < n_prompts; i++) {
+        job_sub *sub = &j->subs[i];
+        sub->job = j;
+        sub->prompt_idx = i;
+        sub->id = -1;
+        const char *text = r->chat ? rendered : r->prompts[i].text;
+        if (text) {
+            sub->n_prompt = xi_engine_tokenize(j->eng, text, r->add_special_tokens, &sub->ids, err, sizeof err);
+            if (sub->n_prompt < 0) {
+                free(rendered);
+                sub->n_prompt = 0;
+                return xi_oai_fail(e, 400, r->chat ? "messages" : "prompt", "%s", err);
+            }
+            if (r->echo) sub->echo_text = strdup(text);
+        } else {
+            sub->n_prompt = r->prompts[i].n_ids;
+            sub->ids = malloc((size_t)sub->n_prompt * sizeof *sub->ids);
+            if (!sub->ids) {
+                free(rendered);
+                return xi_oai_fail(e, 500, NULL, "out of memory");
+            }
+            memcpy(sub->ids, r->prompts[i].ids, (size_t)sub->n_prompt * sizeof *sub->ids);
+            if (r->echo) {
+                sub->echo_text = xi_engine_detokenize(j->eng, sub->ids, sub->n_prompt, 0, err, sizeof err);
+                if (!sub->echo_text) {
+                    free(rendered);
+                    return xi_oai_fail(e, 400, "prompt", "%s", err);
+                }
+            }
+        }
+        const char *what = r->chat ? "messages" : "prompt";
+        if (sub->n_prompt == 0) {
+            free(rendered);
+            return xi_oai_fail(e, 400, what, "the prompt is empty (0 tokens)");
+        }
+        long total = (long)sub->n_prompt + (r->max_tokens > 0 ? r->max_tokens : 0);
+        if (max_len > 0 && (total > max_len || sub->n_prompt >= max_len)) {
+            free(rendered);
+            if (r->max_tokens > 0)
+                return xi_oai_fail(e, 400, r->chat ? "messages" : "prompt",
+                                   "This model's maximum context length is %d tokens. However, you requested %ld tokens (%d in the %s, %d in the completion), %ld over the limit. Please reduce the length of the %s or completion.",
+                                   max_len, total, sub->n_prompt, what, r->max_tokens, total - max_len, what);
+            return xi_oai_fail(e, 400, what,
+                               "This model's maximum context length is %d tokens. However, your %s has %d tokens, %d over the limit (at least one token must remain for the completion).",
+                               max_len, what, sub->n_prompt, sub->n_prompt - max_len + 1);
+        }
+    }
+    free(rendered);
+    return 0;
+}
+
+static int submit_all(xi_job *j, xi_oai_error *e) {
+    for (int i = 0; i < j->n_subs; i++) {
+        job_sub *sub = &j->subs[i];
+        xi_request_params p = j->req.params;
+        p.prompt = NULL;
+        p.prompt_ids = sub->ids;
+        p.n_prompt_ids = sub->n_prompt;
+        /* the final events may arrive before submit returns: count them in first */
+        pthread_mutex_lock(&j->mu);
+        j->refs += j->req.n;
+        j->n_unfinished += j->req.n;
+        sub->unfinished = j->req.n;
+        pthread_mutex_unlock(&j->mu);
+        char err[512] = "";
+        int64_t id = xi_engine_submit(j->eng, &p, on_output, sub, err, sizeof err);
+        pthread_mutex_lock(&j->mu);
+        if (id >= 0) sub->id = id;
+        else {
+            j->refs -= j->req.n;
+            j->n_unfinished -= j->req.n;
+            sub->unfinished = 0;
+        }
+        pthread_mutex_unlock(&j->mu);
+        if (id == -2) return xi_oai_fail(e, 503, NULL, "the server is overloaded: the waiting queue is full (--max-queue-len); retry later");
+        if (id < 0) {
+            char param[64] = "";
+            size_t k = strcspn(err, ": ");
+            if (k < sizeof param && err[k] == ':') memcpy(param, err, k);
+            return xi_oai_fail(e, 400, param[0] ? param : NULL, "%s", err[0] ? err : "invalid request");
+        }
+    }
+    return 0;
+}
+
+static int model_served(xi_server *s, const char *name) {
+    if (!name) return 1;
+    for (int i = 0; i < s->cfg.n_served_names; i++)
+        if (!strcmp(name, s->cfg.served_names[i])) return 1;
+    return 0;
+}
+
+enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
+                              const char *body, size_t len, xi_job **out) {
+    *out = NULL;
+    xi_oai_error e;
+    xi_job *j = calloc(1, sizeof *j);
+    if (!j) return MHD_NO;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->s = s;
+    j->eng = atomic_load(&s->engine);
+    j->conn = c;
+    j->refs = 1; /* this handler; handed to the connection when streaming */
+    j->created = (long)time(NULL);
+    xi_srv_new_id(s, chat ? "chatcmpl" : "cmpl", j->id);
+    pthread_mutex_lock(&s->mu);
+    j->next = s->jobs;
+    if (s->jobs) s->jobs->prev = j;
+    s->jobs = j;
+    s->n_jobs++;
+    pthread_mutex_unlock(&s->mu);
+
+    enum MHD_Result ret;
+    if (xi_oai_parse(&j->req, chat, body, len, &e)) goto fail;
+    if (!model_served(s, j->req.model)) {
+        xi_oai_fail(&e, 404, "model", "The model `%s` does not exist.", j->req.model);
+        goto fail;
+    }
+    if (prepare_prompts(j, &e) || submit_all(j, &e)) {
+        xi_job_abort(j);
+        goto fail;
+    }
+    if (s->cfg.log_requests)
+        xi_srv_log("Received request %s: %d prompt(s), prompt_tokens=%d, max_tokens=%d, n=%d, stream=%d",
+                   j->id, j->n_subs, j->subs[0].n_prompt, j->req.max_tokens, j->req.n, j->req.stream);
+
+    if (j->req.stream) {
+        if (chat)
+            for (int i = 0; i < j->n_choices; i++)
+                sse_send(j, chunk_new(j, json_pack("[{s:i, s:{s:s, s:s}, s:n, s:n}]", "index", i, "delta",
+                                                   "role", "assistant", "content", "", "logprobs",
+                                                   "finish_reason")));
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, j, stream_free);
+        if (!r) {
+            xi_job_abort(j);
+            job_release(j);
+            return MHD_NO;
+        }
+        pthread_mutex_lock(&j->mu);
+        j->refs++; /* the response's */
+        pthread_mutex_unlock(&j->mu);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        *out = j; /* the handler's reference becomes the connection's */
+        return ret;
+    }
+
+    /* non-streaming: wait here (this connection's own thread) for every choice */
+    for (;;) {
+        int done, gone = 0;
+        pthread_mutex_lock(&j->mu);
+        while (!j->head && j->n_unfinished > 0 && !gone) gone = wait_events(j);
+        job_event *list = take_events(j, &done);
+        pthread_mutex_unlock(&j->mu);
+        consume_list(j, list);
+        if (done) break;
+        if (gone) {
+            xi_job_abort(j);
+            job_release(j);
+            return MHD_NO;
+        }
+    }
+    if (s->cfg.log_requests) xi_srv_log("Finished request %s", j->id);
+    ret = answer_body(j);
+    job_release(j);
+    return ret;
+fail:
+    ret = xi_srv_respond_error(c, &e);
+    job_release(j);
+    return ret;
+}

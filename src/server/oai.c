@@ -1,0 +1,588 @@
+/* server/oai: OpenAI request bodies → engine parameters. Ranges follow the OpenAI API
+ * reference and vLLM's SamplingParams checks, so a request vLLM rejects is rejected here with
+ * a 400 naming the same parameter. */
+#include "server/oai.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/engine_link.h"
+
+#define MAX_STOP 64          /* OpenAI allows 4; vLLM any number; keep the matcher bounded */
+#define MAX_N 128
+#define MAX_LOGPROBS 20      /* vLLM's default max_logprobs */
+#define MAX_PROMPTS 1024
+
+int xi_oai_fail(xi_oai_error *e, int status, const char *param, const char *fmt, ...) {
+    e->status = status;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+char *xi_oai_error_json(const xi_oai_error *e) {
+    const char *type = "invalid_request_error", *code = NULL;
+    switch (e->status) {
+    case 401: type = "authentication_error"; code = "invalid_api_key"; break;
+    case 404: type = "not_found_error"; code = e->param[0] ? "model_not_found" : "not_found"; break;
+    case 413: code = "request_too_large"; break;
+    case 503: type = "server_error"; code = "service_unavailable"; break;
+    case 500: type = "server_error"; code = "internal_error"; break;
+    default: break;
+    }
+    json_t *o = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", e->message, "type", type,
+                          "param", e->param[0] ? json_string(e->param) : json_null(), "code",
+                          code ? json_string(code) : json_null());
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+/* ---- typed field access: JSON null counts as absent ------------------------------------- */
+
+static json_t *field(json_t *o, const char *key) {
+    json_t *v = json_object_get(o, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+/* 1 present, 0 absent, -1 wrong type */
+static int get_number(json_t *o, const char *key, double *out, xi_oai_error *e) {
+    json_t *v = field(o, key);
+    if (!v) return 0;
+    if (!json_is_number(v)) return xi_oai_fail(e, 400, key, "'%s' must be a number", key);
+    *out = json_number_value(v);
+    if (!isfinite(*out)) return xi_oai_fail(e, 400, key, "'%s' must be finite", key);
+    return 1;
+}
+
+static int get_int(json_t *o, const char *key, long long lo, long long hi, long long *out,
+                   xi_oai_error *e) {
+    json_t *v = field(o, key);
+    if (!v) return 0;
+    if (!json_is_integer(v)) return xi_oai_fail(e, 400, key, "'%s' must be an integer", key);
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return xi_oai_fail(e, 400, key, "'%s' must be in [%lld, %lld], got %lld", key, lo, hi, x);
+    *out = x;
+    return 1;
+}
+
+static int get_bool(json_t *o, const char *key, int *out, xi_oai_error *e) {
+    json_t *v = field(o, key);
+    if (!v) return 0;
+    if (!json_is_boolean(v)) return xi_oai_fail(e, 400, key, "'%s' must be a boolean", key);
+    *out = json_is_true(v);
+    return 1;
+}
+
+static int get_string(json_t *o, const char *key, char **out, xi_oai_error *e) {
+    json_t *v = field(o, key);
+    if (!v) return 0;
+    if (!json_is_string(v)) return xi_oai_fail(e, 400, key, "'%s' must be a string", key);
+    *out = strdup(json_string_value(v));
+    return *out ? 1 : xi_oai_fail(e, 500, NULL, "out of memory");
+}
+
+static json_t *parse_body(const char *body, size_t len, xi_oai_error *e) {
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    if (!root) {
+        xi_oai_fail(e, 400, NULL, "invalid JSON body: %s (line %d, column %d)", je.text, je.line,
+                    je.column);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        xi_oai_fail(e, 400, NULL, "the request body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static void default_params(xi_request_params *p) {
+    if (xi_request_params_default) {
+        xi_request_params_default(p);
+        return;
+    }
+    /* the values xinfer.h documents, for builds without the engine */
+    memset(p, 0, sizeof *p);
+    p->add_special_tokens = 1;
+    p->n = 1;
+    p->temperature = p->top_p = p->min_p = p->repetition_penalty = -1;
+    p->top_k = -2;
+    p->seed = -1;
+    p->max_tokens = -1;
+    p->logprobs = p->prompt_logprobs = -1;
+    p->skip_special_tokens = 1;
+}
+
+/* ---- prompts ----------------------------------------------------------------------------- */
+
+static int ids_from_array(json_t *a, const char *param, xi_oai_prompt *p, xi_oai_error *e) {
+    size_t n = json_array_size(a);
+    if (!n) return xi_oai_fail(e, 400, param, "'%s' has an empty list of token ids", param);
+    p->ids = malloc(n * sizeof *p->ids);
+    if (!p->ids) return xi_oai_fail(e, 500, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+            return xi_oai_fail(e, 400, param, "'%s' token ids must be non-negative integers", param);
+        p->ids[i] = (int32_t)json_integer_value(v);
+    }
+    p->n_ids = (int)n;
+    return 0;
+}
+
+/* prompt: "text" | ["text", ...] | [id, ...] | [[id, ...], ...] */
+static int parse_prompts(xi_oai_request *r, json_t *body, xi_oai_error *e) {
+    json_t *p = field(body, "prompt");
+    if (!p) return xi_oai_fail(e, 400, "prompt", "'prompt' is required");
+    if (json_is_string(p)) {
+        r->prompts = calloc(1, sizeof *r->prompts);
+        if (!r->prompts || !(r->prompts[0].text = strdup(json_string_value(p))))
+            return xi_oai_fail(e, 500, NULL, "out of memory");
+        r->n_prompts = 1;
+        return 0;
+    }
+    if (!json_is_array(p) || !json_array_size(p))
+        return xi_oai_fail(e, 400, "prompt",
+                           "'prompt' must be a string, a list of strings or a (list of) token id list");
+    size_t n = json_array_size(p);
+    json_t *first = json_array_get(p, 0);
+    if (json_is_integer(first)) {
+        r->prompts = calloc(1, sizeof *r->prompts);
+        if (!r->prompts) return xi_oai_fail(e, 500, NULL, "out of memory");
+        r->n_prompts = 1;
+        return ids_from_array(p, "prompt", &r->prompts[0], e);
+    }
+    if (n > MAX_PROMPTS) return xi_oai_fail(e, 400, "prompt", "at most %d prompts per request", MAX_PROMPTS);
+    r->prompts = calloc(n, sizeof *r->prompts);
+    if (!r->prompts) return xi_oai_fail(e, 500, NULL, "out of memory");
+    r->n_prompts = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(p, i);
+        if (json_is_string(v) && json_is_string(first)) {
+            if (!(r->prompts[i].text = strdup(json_string_value(v))))
+                return xi_oai_fail(e, 500, NULL, "out of memory");
+        } else if (json_is_array(v) && json_is_array(first)) {
+            if (ids_from_array(v, "prompt", &r->prompts[i], e)) return -1;
+        } else {
+            return xi_oai_fail(e, 400, "prompt", "'prompt' list items must all be strings or all token id lists");
+        }
+    }
+    return 0;
+}
+
+/* Messages as the template expects them: content a string (text parts joined by "\n", as
+ * vLLM joins them) or null; roles checked; other keys (tool_calls, name, ...) kept. */
+static int parse_messages(xi_oai_request *r, json_t *body, const char *key, char **out,
+                          xi_oai_error *e) {
+    json_t *m = field(body, key);
+    if (!m) return xi_oai_fail(e, 400, key, "'%s' is required", key);
+    if (!json_is_array(m) || !json_array_size(m))
+        return xi_oai_fail(e, 400, key, "'%s' must be a non-empty array", key);
+    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
+    json_t *norm = json_array();
+    size_t i;
+    json_t *msg;
+    json_array_foreach(m, i, msg) {
+        char param[64];
+        snprintf(param, sizeof param, "%s[%zu]", key, i);
+        if (!json_is_object(msg)) {
+            json_decref(norm);
+            return xi_oai_fail(e, 400, key, "%s must be an object", param);
+        }
+        json_t *role = json_object_get(msg, "role");
+        int ok = 0;
+        for (size_t k = 0; json_is_string(role) && k < sizeof roles / sizeof roles[0]; k++)
+            ok |= !strcmp(json_string_value(role), roles[k]);
+        if (!ok) {
+            json_decref(norm);
+            return xi_oai_fail(e, 400, key, "%s.role must be one of system, developer, user, assistant, tool", param);
+        }
+        json_t *copy = json_deep_copy(msg);
+        json_t *content = json_object_get(msg, "content");
+        if (json_is_array(content)) {
+            size_t total = 1, j;
+            json_t *part;
+            json_array_foreach(content, j, part) {
+                json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
+                if (!json_is_string(type) || strcmp(json_string_value(type), "text") || !json_is_string(text)) {
+                    json_decref(copy);
+                    json_decref(norm);
+                    return xi_oai_fail(e, 400, key, "%s.content[%zu]: only {\"type\": \"text\", \"text\": ...} parts are supported", param, j);
+                }
+                total += json_string_length(text) + 1;
+            }
+            char *joined = malloc(total), *w = joined;
+            if (!joined) {
+                json_decref(copy);
+                json_decref(norm);
+                return xi_oai_fail(e, 500, NULL, "out of memory");
+            }
+            json_array_foreach(content, j, part) {
+                json_t *text = json_object_get(part, "text");
+                if (j) *w++ = '\n';
+                memcpy(w, json_string_value(text), json_string_length(text));
+                w += json_string_length(text);
+            }
+            *w = 0;
+            json_object_set_new(copy, "content", json_stringn(joined, (size_t)(w - joined)));
+            free(joined);
+        } else if (content && !json_is_string(content) && !json_is_null(content)) {
+            json_decref(copy);
+            json_decref(norm);
+            return xi_oai_fail(e, 400, key, "%s.content must be a string, an array of text parts or null", param);
+        }
+        json_array_append_new(norm, copy);
+    }
+    *out = json_dumps(norm, JSON_COMPACT);
+    json_decref(norm);
+    (void)r;
+    return *out ? 0 : xi_oai_fail(e, 500, NULL, "out of memory");
+}
+
+static int parse_tools(json_t *body, char **out, xi_oai_error *e) {
+    json_t *t = field(body, "tools");
+    if (!t) return 0;
+    if (!json_is_array(t)) return xi_oai_fail(e, 400, "tools", "'tools' must be an array");
+    size_t i;
+    json_t *tool;
+    json_array_foreach(t, i, tool) {
+        if (!json_is_object(tool) || !json_is_object(json_object_get(tool, "function")))
+            return xi_oai_fail(e, 400, "tools", "tools[%zu] must be {\"type\": \"function\", \"function\": {...}}", i);
+    }
+    if (!json_array_size(t)) return 0;
+    *out = json_dumps(t, JSON_COMPACT);
+    return *out ? 0 : xi_oai_fail(e, 500, NULL, "out of memory");
+}
+
+/* ---- sampling parameters ----------------------------------------------------------------- */
+
+static int parse_stop(xi_oai_request *r, json_t *body, xi_oai_error *e) {
+    json_t *s = field(body, "stop");
+    if (s) {
+        size_t n = json_is_string(s) ? 1 : json_is_array(s) ? json_array_size(s) : (size_t)-1;
+        if (n == (size_t)-1) return xi_oai_fail(e, 400, "stop", "'stop' must be a string or an array of strings");
+        if (n > MAX_STOP) return xi_oai_fail(e, 400, "stop", "at most %d stop strings", MAX_STOP);
+        r->stop = calloc(n ? n : 1, sizeof *r->stop);
+        if (!r->stop) return xi_oai_fail(e, 500, NULL, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = json_is_string(s) ? s : json_array_get(s, i);
+            if (!json_is_string(v) || !json_string_length(v))
+                return xi_oai_fail(e, 400, "stop", "'stop' entries must be non-empty strings");
+            if (!(r->stop[i] = strdup(json_string_value(v)))) return xi_oai_fail(e, 500, NULL, "out of memory");
+            r->params.n_stop = (int)i + 1;
+        }
+        r->params.stop = (const char *const *)r->stop;
+    }
+    json_t *ids = field(body, "stop_token_ids");
+    if (ids) {
+        if (!json_is_array(ids)) return xi_oai_fail(e, 400, "stop_token_ids", "'stop_token_ids' must be an array of token ids");
+        size_t n = json_array_size(ids);
+        r->stop_token_ids = malloc((n ? n : 1) * sizeof *r->stop_token_ids);
+        if (!r->stop_token_ids) return xi_oai_fail(e, 500, NULL, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = json_array_get(ids, i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+                return xi_oai_fail(e, 400, "stop_token_ids", "'stop_token_ids' must be non-negative integers");
+            r->stop_token_ids[i] = (int32_t)json_integer_value(v);
+        }
+        r->params.stop_token_ids = r->stop_token_ids;
+        r->params.n_stop_token_ids = (int)n;
+    }
+    return 0;
+}
+
+static int parse_logit_bias(xi_oai_request *r, json_t *body, xi_oai_error *e) {
+    json_t *b = field(body, "logit_bias");
+    if (!b) return 0;
+    if (!json_is_object(b)) return xi_oai_fail(e, 400, "logit_bias", "'logit_bias' must be an object of token id -> bias");
+    size_t n = json_object_size(b), i = 0;
+    r->logit_bias = malloc((n ? n : 1) * sizeof *r->logit_bias);
+    if (!r->logit_bias) return xi_oai_fail(e, 500, NULL, "out of memory");
+    const char *key;
+    json_t *v;
+    json_object_foreach(b, key, v) {
+        char *end;
+        long id = strtol(key, &end, 10);
+        if (end == key || *end || id < 0 || id > INT32_MAX)
+            return xi_oai_fail(e, 400, "logit_bias", "logit_bias key '%s' is not a token id", key);
+        if (!json_is_number(v) || json_number_value(v) < -100 || json_number_value(v) > 100)
+            return xi_oai_fail(e, 400, "logit_bias", "logit_bias values must be numbers in [-100, 100]");
+        r->logit_bias[i++] = (xi_logit_bias){(int32_t)id, (float)json_number_value(v)};
+    }
+    r->params.logit_bias = r->logit_bias;
+    r->params.n_logit_bias = (int)i;
+    return 0;
+}
+
+static int parse_sampling(xi_oai_request *r, json_t *body, xi_oai_error *e) {
+    xi_request_params *p = &r->params;
+    double d;
+    long long v;
+    int rc, b;
+
+    if ((rc = get_number(body, "temperature", &d, e)) < 0) return -1;
+    if (rc) {
+        if (d < 0) return xi_oai_fail(e, 400, "temperature", "'temperature' must be >= 0, got %g", d);
+        p->temperature = (float)d;
+    }
+    if ((rc = get_number(body, "top_p", &d, e)) < 0) return -1;
+    if (rc) {
+        if (!(d > 0 && d <= 1)) return xi_oai_fail(e, 400, "top_p", "'top_p' must be in (0, 1], got %g", d);
+        p->top_p = (float)d;
+    }
+    if ((rc = get_int(body, "top_k", -1, INT32_MAX, &v, e)) < 0) return -1;
+    if (rc) p->top_k = (int)v;
+    if ((rc = get_number(body, "min_p", &d, e)) < 0) return -1;
+    if (rc) {
+        if (!(d >= 0 && d <= 1)) return xi_oai_fail(e, 400, "min_p", "'min_p' must be in [0, 1], got %g", d);
+        p->min_p = (float)d;
+    }
+    if ((rc = get_number(body, "presence_penalty", &d, e)) < 0) return -1;
+    if (rc) {
+        if (!(d >= -2 && d <= 2)) return xi_oai_fail(e, 400, "presence_penalty", "'presence_penalty' must be in [-2, 2], got %g", d);
+        p->presence_penalty = (float)d;
+    }
+    if ((rc = get_number(body, "frequency_penalty", &d, e)) < 0) return -1;
+    if (rc) {
+        if (!(d >= -2 && d <= 2)) return xi_oai_fail(e, 400, "frequency_penalty", "'frequency_penalty' must be in [-2, 2], got %g", d);
+        p->frequency_penalty = (float)d;
+    }
+    if ((rc = get_number(body, "repetition_penalty", &d, e)) < 0) return -1;
+    if (rc) {
+        if (!(d > 0 && d <= 100)) return xi_oai_fail(e, 400, "repetition_penalty", "'repetition_penalty' must be in (0, 100], got %g", d);
+        p->repetition_penalty = (float)d;
+    }
+    if ((rc = get_int(body, "seed", INT64_MIN, INT64_MAX, &v, e)) < 0) return -1;
+    /* OpenAI accepts negative seeds; the engine reads < 0 as "none", so fold them */
+    if (rc) p->seed = (int64_t)((uint64_t)v & (uint64_t)INT64_MAX);
+    if ((rc = get_int(body, "n", 1, MAX_N, &v, e)) < 0) return -1;
+    r->n = rc ? (int)v : 1;
+    p->n = r->n;
+
+    /* max_completion_tokens is the newer chat name; it wins when both are given */
+    long long mt = -1;
+    int min_mt = (!r->chat && r->echo) ? 0 : 1;
+    for (int k = 0; k < 2; k++) {
+        const char *key = k ? "max_completion_tokens" : "max_tokens";
+        if (k && !r->chat) break;
+        json_t *f = field(body, key);
+        if (f && json_is_integer(f) && json_integer_value(f) < min_mt)
+            return xi_oai_fail(e, 400, key, "'%s' must be at least %d, got %lld", key, min_mt,
+                               (long long)json_integer_value(f));
+        if ((rc = get_int(body, key, min_mt, INT32_MAX, &v, e)) < 0) return -1;
+        if (rc) mt = v;
+    }
+    r->max_tokens = (int)mt;
+    p->max_tokens = r->max_tokens;
+    if ((rc = get_int(body, "min_tokens", 0, INT32_MAX, &v, e)) < 0) return -1;
+    if (rc) {
+        if (mt >= 0 && v > mt) return xi_oai_fail(e, 400, "min_tokens", "'min_tokens' (%lld) must not exceed max_tokens (%lld)", v, mt);
+        p->min_tokens = (int)v;
+    }
+    if ((rc = get_bool(body, "ignore_eos", &b, e)) < 0) return -1;
+    if (rc) p->ignore_eos = b;
+    if ((rc = get_bool(body, "skip_special_tokens", &b, e)) < 0) return -1;
+    if (rc) p->skip_special_tokens = b;
+    if ((rc = get_bool(body, "include_stop_str_in_output", &b, e)) < 0) return -1;
+    if (rc) p->include_stop_str_in_output = b;
+    if (get_string(body, "cache_salt", &r->cache_salt, e) < 0) return -1;
+    if (r->cache_salt && !*r->cache_salt) return xi_oai_fail(e, 400, "cache_salt", "'cache_salt' must be non-empty");
+    p->cache_salt = r->cache_salt;
+    if (parse_stop(r, body, e) || parse_logit_bias(r, body, e)) return -1;
+
+    json_t *rf = field(body, "response_format");
+    if (rf) {
+        json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
+        if (!json_is_string(t)) return xi_oai_fail(e, 400, "response_format", "'response_format' must be {\"type\": ...}");
+        if (strcmp(json_string_value(t), "text"))
+            return xi_oai_fail(e, 400, "response_format", "response_format type '%s' is not supported yet (only \"text\")", json_string_value(t));
+    }
+    return 0;
+}
+
+static int parse_logprobs(xi_oai_request *r, json_t *body, xi_oai_error *e) {
+    long long v;
+    int rc, b = 0;
+    r->logprobs = -1;
+    if (r->chat) {
+        if ((rc = get_bool(body, "logprobs", &b, e)) < 0) return -1;
+        if ((rc = get_int(body, "top_logprobs", 0, MAX_LOGPROBS, &v, e)) < 0) return -1;
+        if (rc && !b) return xi_oai_fail(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        if (b) r->logprobs = rc ? (int)v : 0;
+    } else {
+        if ((rc = get_int(body, "logprobs", 0, MAX_LOGPROBS, &v, e)) < 0) return -1;
+        if (rc) r->logprobs = (int)v;
+    }
+    r->params.logprobs = r->logprobs;
+    /* echo with logprobs scores the prompt too */
+    if (r->echo && r->logprobs >= 0) r->params.prompt_logprobs = r->logprobs;
+    return 0;
+}
+
+int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_oai_error *e) {
+    memset(r, 0, sizeof *r);
+    default_params(&r->params);
+    r->chat = chat;
+    r->n = 1;
+    r->max_tokens = -1;
+    r->logprobs = -1;
+    r->add_generation_prompt = 1;
+    r->add_special_tokens = !chat;
+    json_t *root = parse_body(body, len, e);
+    if (!root) return -1;
+    int rc = -1, b;
+    if (get_string(root, "model", &r->model, e) < 0) goto out;
+    if (get_bool(root, "stream", &r->stream, e) < 0) goto out;
+    json_t *so = field(root, "stream_options");
+    if (so) {
+        if (!json_is_object(so)) {
+            xi_oai_fail(e, 400, "stream_options", "'stream_options' must be an object");
+            goto out;
+        }
+        if (!r->stream) {
+            xi_oai_fail(e, 400, "stream_options", "'stream_options' is only allowed with \"stream\": true");
+            goto out;
+        }
+        if (get_bool(so, "include_usage", &r->include_usage, e) < 0) {
+            snprintf(e->param, sizeof e->param, "stream_options.include_usage");
+            goto out;
+        }
+    }
+    if (!chat && get_bool(root, "echo", &r->echo, e) < 0) goto out;
+    if (parse_sampling(r, root, e) || parse_logprobs(r, root, e)) goto out;
+    if (get_bool(root, "add_special_tokens", &b, e) < 0) goto out;
+    if (field(root, "add_special_tokens")) r->add_special_tokens = b;
+    r->params.add_special_tokens = r->add_special_tokens;
+    if (chat) {
+        if (parse_messages(r, root, "messages", &r->messages_json, e) || parse_tools(root, &r->tools_json, e)) goto out;
+        if (get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e) < 0) goto out;
+        if (get_bool(root, "continue_final_message", &r->continue_final_message, e) < 0) goto out;
+        if (r->continue_final_message && r->add_generation_prompt && field(root, "add_generation_prompt")) {
+            xi_oai_fail(e, 400, "continue_final_message", "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+            goto out;
+        }
+        if (r->continue_final_message) r->add_generation_prompt = 0;
+    } else if (parse_prompts(r, root, e)) {
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+void xi_oai_request_free(xi_oai_request *r) {
+    free(r->model);
+    free(r->messages_json);
+    free(r->tools_json);
+    for (int i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].ids);
+    }
+    free(r->prompts);
+    for (int i = 0; r->stop && i < r->params.n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->stop_token_ids);
+    free(r->logit_bias);
+    free(r->cache_salt);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- /tokenize and /detokenize ----------------------------------------------------------- */
+
+int xi_oai_parse_tokenize(xi_oai_tokenize *t, const char *body, size_t len, xi_oai_error *e) {
+    memset(t, 0, sizeof *t);
+    t->add_special_tokens = 1;
+    t->add_generation_prompt = 1;
+    json_t *root = parse_body(body, len, e);
+    if (!root) return -1;
+    int rc = -1;
+    if (get_string(root, "model", &t->model, e) < 0) goto out;
+    if (field(root, "messages")) {
+        xi_oai_request tmp = {0};
+        if (parse_messages(&tmp, root, "messages", &t->messages_json, e) || parse_tools(root, &t->tools_json, e)) goto out;
+        t->add_special_tokens = 0;
+        if (get_bool(root, "add_generation_prompt", &t->add_generation_prompt, e) < 0) goto out;
+        if (get_bool(root, "continue_final_message", &t->continue_final_message, e) < 0) goto out;
+        if (t->continue_final_message) t->add_generation_prompt = 0;
+    } else {
+        int g = get_string(root, "prompt", &t->prompt, e);
+        if (g < 0) goto out;
+        if (!g) {
+            xi_oai_fail(e, 400, "prompt", "'prompt' (a string) or 'messages' is required");
+            goto out;
+        }
+    }
+    if (get_bool(root, "add_special_tokens", &t->add_special_tokens, e) < 0) goto out;
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+void xi_oai_tokenize_free(xi_oai_tokenize *t) {
+    free(t->model);
+    free(t->prompt);
+    free(t->messages_json);
+    free(t->tools_json);
+    memset(t, 0, sizeof *t);
+}
+
+int xi_oai_parse_detokenize(const char *body, size_t len, int32_t **ids, char **model,
+                            xi_oai_error *e) {
+    *ids = NULL;
+    *model = NULL;
+    json_t *root = parse_body(body, len, e);
+    if (!root) return -1;
+    int n = -1;
+    if (get_string(root, "model", model, e) < 0) goto out;
+    json_t *a = field(root, "tokens");
+    if (!json_is_array(a)) {
+        xi_oai_fail(e, 400, "tokens", "'tokens' must be an array of token ids");
+        goto out;
+    }
+    xi_oai_prompt p = {0};
+    if (!json_array_size(a)) {
+        *ids = malloc(sizeof **ids);
+        n = *ids ? 0 : xi_oai_fail(e, 500, NULL, "out of memory");
+        goto out;
+    }
+    if (ids_from_array(a, "tokens", &p, e)) {
+        free(p.ids);
+        goto out;
+    }
+    *ids = p.ids;
+    n = p.n_ids;
+out:
+    json_decref(root);
+    return n;
+}
+
+/* ---- auth -------------------------------------------------------------------------------- */
+
+int xi_oai_auth_ok(const char *header, const char *const *keys, int n_keys) {
+    static const char bearer[] = "Bearer ";
+    if (!header || strncmp(header, bearer, sizeof bearer - 1)) return 0;
+    const unsigned char *given = (const unsigned char *)header + sizeof bearer - 1;
+    size_t glen = strlen((const char *)given);
+    int ok = 0;
+    for (int k = 0; k < n_keys; k++) {
+        const unsigned char *key = (const unsigned char *)keys[k];
+        size_t klen = strlen(keys[k]);
+        /* compare every byte of the key; the length difference joins the verdict */
+        unsigned diff = (unsigned)(glen != klen);
+        for (size_t i = 0; i < klen; i++) diff |= (unsigned)(key[i] ^ (i < glen ? given[i] : 0));
+        ok |= diff == 0;
+    }
+    return ok;
+}

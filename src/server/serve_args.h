@@ -1,0 +1,48 @@
+/* server/serve_args: the `xinfer serve` command line, spelled as vLLM spells it.
+ * Pure functions of argv and the environment (no engine, no sockets), so tests call them
+ * directly. Any thread; the caller owns the struct. */
+#ifndef XI_SERVE_ARGS_H
+#define XI_SERVE_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xinfer.h"
+
+#define XI_SERVE_MAX_NAMES 16
+#define XI_SERVE_MAX_KEYS 16
+#define XI_SERVE_MAX_NOTICES 32
+
+typedef struct xi_serve_args {
+    xi_engine_params engine;        /* strings point into argv or are static */
+    const char *model_path;         /* the folder the engine opens */
+    const char *served_names[XI_SERVE_MAX_NAMES]; /* [n_served_names]; [0] answers in bodies */
+    int n_served_names;
+    const char *host;               /* "0.0.0.0" */
+    int port;                       /* 8000; 0 picks a free port */
+    const char *uds;                /* Unix socket path instead of host:port, or NULL */
+    const char *api_keys[XI_SERVE_MAX_KEYS]; /* [n_api_keys] from flags and the environment */
+    int n_api_keys;
+    const char *chat_template;      /* --chat-template FILE or NULL */
+    int enable_log_requests;
+    int disable_log_stats;
+    int64_t max_body_bytes;         /* request bodies above this get 413 (32 MiB) */
+    double shutdown_timeout;        /* seconds in-flight requests may finish after SIGTERM */
+    int help;                       /* --help was given: print xi_serve_args_help and exit 0 */
+    /* One line each: flags accepted for vLLM compatibility that change nothing here, and how
+     * the positional MODEL and --model were resolved. The caller prints them. */
+    char notices[XI_SERVE_MAX_NOTICES][160];
+    int n_notices;
+} xi_serve_args;
+
+/* Parse argv (argv[0] is "serve"). env_get reads the environment (getenv, or a fake in
+ * tests). dir_exists tells whether a path is a folder (for the MODEL/--model rule).
+ * Returns 0, or -1 with err naming the flag that was wrong. */
+int xi_serve_args_parse(xi_serve_args *a, int argc, char **argv,
+                        const char *(*env_get)(const char *name),
+                        int (*dir_exists)(const char *path), char *err, size_t errlen);
+
+/* The --help text: every flag, one line each. Static string. */
+const char *xi_serve_args_help(void);
+
+#endif

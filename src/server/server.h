@@ -1,0 +1,50 @@
+/* server: the HTTP front of `xinfer serve` (libmicrohttpd, one thread per connection).
+ * Routes: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize; GET /v1/models,
+ * /health, /version, /metrics. The owner (cmd_serve) creates the listening socket, starts the
+ * server, opens the engine and hands it over with xi_server_set_engine; until then every route
+ * but /health and /version answers 503. All functions belong to the owning thread. */
+#ifndef XI_SERVER_H
+#define XI_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xinfer.h"
+
+typedef struct xi_server xi_server;
+
+typedef struct xi_server_config {
+    const char *const *served_names; /* [n_served_names]; [0] is written into bodies */
+    int n_served_names;
+    const char *model_path;          /* shown as "root" in /v1/models */
+    const char *const *api_keys;     /* [n_api_keys]; none: no auth */
+    int n_api_keys;
+    int64_t max_body_bytes;          /* larger bodies get 413 */
+    int log_requests;
+} xi_server_config;
+
+/* A listening socket on host:port (port 0: a free one, written to *bound_port) or on the
+ * Unix socket uds when uds is non-NULL. Returns the fd or -1 with err filled. */
+int xi_server_listen(const char *host, int port, const char *uds, int *bound_port, char *err,
+                     size_t errlen);
+
+/* Serve on listen_fd (the server owns it from now on). The strings in cfg must outlive the
+ * server. */
+xi_server *xi_server_start(const xi_server_config *cfg, int listen_fd, char *err, size_t errlen);
+/* The engine is loaded and started: requests are served from now on. */
+int xi_server_set_engine(xi_server *s, xi_engine *e, char *err, size_t errlen);
+/* Stop accepting connections; requests in flight continue. */
+void xi_server_quiesce(xi_server *s);
+/* Completion requests whose answers are not finished. */
+int xi_server_in_flight(xi_server *s);
+/* Abort every unfinished request (each gets finish_reason "abort"). */
+void xi_server_abort_all(xi_server *s);
+/* Close every connection and join their threads; afterwards no server thread calls the
+ * engine. Then the caller closes the engine (which finishes what is left) and frees. */
+void xi_server_stop(xi_server *s);
+void xi_server_free(xi_server *s);
+
+/* Log one line to stderr in the project's format (any thread). */
+void xi_srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,177 @@
+/* `xinfer serve` flags: vLLM's spellings, both value forms, the MODEL/--model rule, ignored
+ * and refused flags. No model needed. */
+#include <stdlib.h>
+
+#include "server/serve_args.h"
+#include "test.h"
+
+static const char *fake_env_value;
+static const char *fake_env(const char *name) {
+    return !strcmp(name, "VLLM_API_KEY") ? fake_env_value : NULL;
+}
+static int no_dirs(const char *p) { (void)p; return 0; }
+static int all_dirs(const char *p) { (void)p; return 1; }
+
+#define ARGV(...) (char *[]){"serve", __VA_ARGS__, NULL}
+#define ARGC(...) ((int)(sizeof((char *[]){"serve", __VA_ARGS__}) / sizeof(char *)))
+#define PARSE(a, dirs, ...) xi_serve_args_parse(a, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), fake_env, dirs, err, sizeof err)
+
+static int has_notice(const xi_serve_args *a, const char *needle) {
+    for (int i = 0; i < a->n_notices; i++)
+        if (strstr(a->notices[i], needle)) return 1;
+    return 0;
+}
+
+TEST(test_serve_args_accept_both_value_forms) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECKF(PARSE(&a, all_dirs, "/m", "--port=8123", "--host", "127.0.0.1", "--max-model-len=32k",
+                 "--max-num-seqs", "7", "--kv-cache-memory-bytes=64M", "--block-size", "32",
+                 "--seed=-3", "--gpu-memory-utilization", "0.5", "--max-queue-len=9",
+                 "--threads", "2", "--dtype=half", "--kv-cache-dtype", "bfloat16",
+                 "--no-enable-prefix-caching", "--no-enable-chunked-prefill",
+                 "--max-num-batched-tokens", "4K") == 0, "%s", err);
+    CHECK_EQ(a.port, 8123);
+    CHECK_STR(a.host, "127.0.0.1");
+    CHECK_EQ(a.engine.max_model_len, 32000);
+    CHECK_EQ(a.engine.max_num_seqs, 7);
+    CHECK_EQ(a.engine.kv_cache_memory_bytes, 64LL << 20);
+    CHECK_EQ(a.engine.block_size, 32);
+    CHECK_EQ((int64_t)a.engine.seed, -3);
+    CHECK_NEAR(a.engine.gpu_memory_utilization, 0.5, 0);
+    CHECK_EQ(a.engine.max_queue_len, 9);
+    CHECK_EQ(a.engine.n_threads, 2);
+    CHECK_STR(a.engine.dtype, "float16");
+    CHECK_STR(a.engine.kv_cache_dtype, "bfloat16");
+    CHECK_EQ(a.engine.enable_prefix_caching, 0);
+    CHECK_EQ(a.engine.enable_chunked_prefill, 0);
+    CHECK_EQ(a.engine.max_num_batched_tokens, 4096);
+    CHECK_STR(a.model_path, "/m");
+    CHECK_STR(a.engine.model_dir, "/m");
+    CHECK_EQ(a.n_served_names, 1);
+    CHECK_STR(a.served_names[0], "/m");
+}
+
+TEST(test_serve_args_defaults_match_vllm) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECK(PARSE(&a, all_dirs, "--model", "/x") == 0);
+    CHECK_STR(a.host, "0.0.0.0");
+    CHECK_EQ(a.port, 8000);
+    CHECK_EQ(a.n_api_keys, 0);
+    CHECK_EQ(a.max_body_bytes, 32LL << 20);
+    CHECK_EQ(a.enable_log_requests, 0);
+    CHECK_STR(a.model_path, "/x");
+    CHECK_STR(a.served_names[0], "/x");
+    CHECK_EQ(a.n_notices, 0);
+}
+
+TEST(test_serve_args_name_then_model_path_serves_path_under_name) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECK(PARSE(&a, no_dirs, "Qwen2.5-7B-Instruct", "--model", "/models/q") == 0);
+    CHECK_STR(a.model_path, "/models/q");
+    CHECK_STR(a.served_names[0], "Qwen2.5-7B-Instruct");
+    CHECK_EQ(a.n_notices, 1);
+    CHECK(has_notice(&a, "not a folder"));
+    /* when MODEL is a folder, vLLM's rule: the positional wins */
+    CHECK(PARSE(&a, all_dirs, "/models/a", "--model", "/models/b") == 0);
+    CHECK_STR(a.model_path, "/models/a");
+    CHECK_STR(a.served_names[0], "/models/a");
+    CHECK(has_notice(&a, "positional MODEL wins"));
+}
+
+TEST(test_serve_args_served_names_take_several_values) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECK(PARSE(&a, all_dirs, "/m", "--served-model-name", "a", "b", "--port", "1") == 0);
+    CHECK_EQ(a.n_served_names, 2);
+    CHECK_STR(a.served_names[0], "a");
+    CHECK_STR(a.served_names[1], "b");
+    CHECK_EQ(a.port, 1);
+}
+
+TEST(test_serve_args_api_keys_from_flags_and_env) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = "envkey";
+    CHECK(PARSE(&a, all_dirs, "/m", "--api-key", "k1", "--api-key=k2") == 0);
+    CHECK_EQ(a.n_api_keys, 3);
+    CHECK_STR(a.api_keys[0], "k1");
+    CHECK_STR(a.api_keys[1], "k2");
+    CHECK_STR(a.api_keys[2], "envkey");
+    fake_env_value = NULL;
+}
+
+TEST(test_serve_args_unknown_flag_is_named) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECK(PARSE(&a, all_dirs, "/m", "--frobnicate=3") == -1);
+    CHECKF(strstr(err, "--frobnicate") != NULL, "%s", err);
+    CHECK(PARSE(&a, all_dirs, "/m", "--port") == -1);
+    CHECKF(strstr(err, "--port") && strstr(err, "value"), "%s", err);
+    CHECK(PARSE(&a, all_dirs, "/m", "--port", "80x") == -1);
+    CHECKF(strstr(err, "--port") && strstr(err, "80x"), "%s", err);
+    CHECK(PARSE(&a, all_dirs, "/m", "--dtype", "int3") == -1);
+    CHECKF(strstr(err, "--dtype") && strstr(err, "int3"), "%s", err);
+    CHECK(PARSE(&a, all_dirs, "/m", "--enforce-eager=1") == -1);
+    CHECKF(strstr(err, "--enforce-eager"), "%s", err);
+    CHECK(PARSE(&a, all_dirs, "--port", "1") == -1);
+    CHECKF(strstr(err, "no model"), "%s", err);
+}
+
+TEST(test_serve_args_tensor_parallel_above_one_is_an_error) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECK(PARSE(&a, all_dirs, "/m", "-tp", "1") == 0);
+    CHECK(PARSE(&a, all_dirs, "/m", "--tensor-parallel-size=2") == -1);
+    CHECKF(strstr(err, "--tensor-parallel-size") && strstr(err, "not implemented"), "%s", err);
+    CHECK(PARSE(&a, all_dirs, "/m", "-tp", "4") == -1);
+    CHECKF(strstr(err, "-tp"), "%s", err);
+}
+
+TEST(test_serve_args_vllm_only_flags_accepted_with_notice) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECKF(PARSE(&a, all_dirs, "/m", "--enforce-eager", "--swap-space", "4",
+                 "--enable-auto-tool-choice", "--tool-call-parser=hermes", "--kv-cache-dtype",
+                 "fp8", "--trust-remote-code", "--disable-log-requests", "--disable-log-stats") == 0,
+           "%s", err);
+    CHECK_EQ(a.n_notices, 5);
+    CHECK(has_notice(&a, "--enforce-eager"));
+    CHECK(has_notice(&a, "--swap-space 4"));
+    CHECK(has_notice(&a, "--tool-call-parser hermes"));
+    CHECK(has_notice(&a, "fp8"));
+    CHECK_STR(a.engine.kv_cache_dtype, "auto");
+    CHECK_EQ(a.disable_log_stats, 1);
+    /* refused: ignoring them would change what clients get */
+    CHECK(PARSE(&a, all_dirs, "/m", "--ssl-keyfile", "k.pem") == -1);
+    CHECKF(strstr(err, "--ssl-keyfile"), "%s", err);
+}
+
+TEST(test_serve_args_help_lists_every_flag) {
+    xi_serve_args a;
+    char err[256] = "";
+    CHECK(PARSE(&a, all_dirs, "--help") == 0);
+    CHECK_EQ(a.help, 1);
+    const char *h = xi_serve_args_help();
+    static const char *const must[] = {
+        "--model", "--served-model-name", "--host", "--port", "--api-key", "--dtype",
+        "--quantization", "-q", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens",
+        "--kv-cache-dtype", "--enable-prefix-caching", "--no-enable-prefix-caching",
+        "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--block-size",
+        "--kv-cache-memory-bytes", "--gpu-memory-utilization", "--seed", "--generation-config",
+        "--chat-template", "--tensor-parallel-size", "-tp", "--threads", "--max-queue-len",
+        "--uds", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
+        "--download-dir", "--trust-remote-code", "--enforce-eager", "--swap-space",
+        "--enable-auto-tool-choice", "--tool-call-parser"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        CHECKF(strstr(h, must[i]) != NULL, "--help lacks %s", must[i]);
+}

@@ -1,0 +1,303 @@
+/* OpenAI request validation, error bodies, metrics text and the API-key check: no model. */
+#include <jansson.h>
+#include <stdlib.h>
+
+#include "server/metrics.h"
+#include "server/oai.h"
+#include "test.h"
+
+static int parse(xi_oai_request *r, int chat, const char *body, xi_oai_error *e) {
+    int rc = xi_oai_parse(r, chat, body, strlen(body), e);
+    return rc;
+}
+
+/* body must be rejected with status 400 and the named parameter */
+static int rejects(int chat, const char *body, const char *param) {
+    xi_oai_request r;
+    xi_oai_error e = {0};
+    int rc = parse(&r, chat, body, &e);
+    xi_oai_request_free(&r);
+    if (rc != -1 || e.status != 400 || strcmp(e.param, param)) {
+        fprintf(stderr, "    body %s: rc %d status %d param '%s' (want '%s'): %s\n", body, rc,
+                e.status, e.param, param, e.message);
+        return 0;
+    }
+    return 1;
+}
+
+#define MSGS "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+TEST(test_serve_oai_chat_request_maps_every_sampling_field) {
+    xi_oai_request r;
+    xi_oai_error e;
+    const char *body = "{\"model\":\"m\"," MSGS ",\"temperature\":0.5,\"top_p\":0.9,\"top_k\":40,"
+                       "\"min_p\":0.05,\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,"
+                       "\"repetition_penalty\":1.1,\"seed\":7,\"n\":3,\"max_completion_tokens\":12,"
+                       "\"stop\":[\"a\",\"bb\"],\"stop_token_ids\":[5,6],\"logprobs\":true,"
+                       "\"top_logprobs\":2,\"logit_bias\":{\"17\":-100,\"3\":2.5},"
+                       "\"ignore_eos\":true,\"min_tokens\":2,\"skip_special_tokens\":false,"
+                       "\"include_stop_str_in_output\":true,\"stream\":true,"
+                       "\"stream_options\":{\"include_usage\":true},\"cache_salt\":\"s\","
+                       "\"user\":\"ignored\",\"unknown_field\":1}";
+    CHECKF(parse(&r, 1, body, &e) == 0, "%s", e.message);
+    CHECK_STR(r.model, "m");
+    CHECK_NEAR(r.params.temperature, 0.5, 1e-7);
+    CHECK_NEAR(r.params.top_p, 0.9, 1e-7);
+    CHECK_EQ(r.params.top_k, 40);
+    CHECK_NEAR(r.params.min_p, 0.05, 1e-7);
+    CHECK_NEAR(r.params.presence_penalty, 0.5, 1e-7);
+    CHECK_NEAR(r.params.frequency_penalty, -0.5, 1e-7);
+    CHECK_NEAR(r.params.repetition_penalty, 1.1, 1e-6);
+    CHECK_EQ(r.params.seed, 7);
+    CHECK_EQ(r.params.n, 3);
+    CHECK_EQ(r.params.max_tokens, 12);
+    CHECK_EQ(r.params.n_stop, 2);
+    CHECK_STR(r.params.stop[1], "bb");
+    CHECK_EQ(r.params.n_stop_token_ids, 2);
+    CHECK_EQ(r.params.stop_token_ids[1], 6);
+    CHECK_EQ(r.params.logprobs, 2);
+    CHECK_EQ(r.params.n_logit_bias, 2);
+    CHECK_EQ(r.params.ignore_eos, 1);
+    CHECK_EQ(r.params.min_tokens, 2);
+    CHECK_EQ(r.params.skip_special_tokens, 0);
+    CHECK_EQ(r.params.include_stop_str_in_output, 1);
+    CHECK_STR(r.params.cache_salt, "s");
+    CHECK_EQ(r.stream, 1);
+    CHECK_EQ(r.include_usage, 1);
+    CHECK_EQ(r.add_generation_prompt, 1);
+    CHECK_EQ(r.add_special_tokens, 0);
+    CHECK_STR(r.messages_json, "[{\"role\":\"user\",\"content\":\"hi\"}]");
+    xi_oai_request_free(&r);
+}
+
+TEST(test_serve_oai_chat_text_parts_are_joined_for_the_template) {
+    xi_oai_request r;
+    xi_oai_error e;
+    const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":null},{\"role\":\"user\","
+                       "\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],"
+                       "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}";
+    CHECKF(parse(&r, 1, body, &e) == 0, "%s", e.message);
+    CHECK_STR(r.messages_json, "[{\"role\":\"system\",\"content\":null},{\"role\":\"user\",\"content\":\"a\\nb\"}]");
+    CHECK(r.tools_json && strstr(r.tools_json, "\"name\":\"f\""));
+    CHECK(r.model == NULL);
+    CHECK_EQ(r.params.max_tokens, -1);
+    CHECK(r.params.temperature < 0); /* unset: the generation_config default applies */
+    xi_oai_request_free(&r);
+}
+
+TEST(test_serve_oai_completion_prompt_forms) {
+    xi_oai_request r;
+    xi_oai_error e;
+    CHECK(parse(&r, 0, "{\"prompt\":\"once\"}", &e) == 0);
+    CHECK_EQ(r.n_prompts, 1);
+    CHECK_STR(r.prompts[0].text, "once");
+    CHECK_EQ(r.add_special_tokens, 1);
+    xi_oai_request_free(&r);
+    CHECK(parse(&r, 0, "{\"prompt\":[\"a\",\"b\",\"c\"]}", &e) == 0);
+    CHECK_EQ(r.n_prompts, 3);
+    CHECK_STR(r.prompts[2].text, "c");
+    xi_oai_request_free(&r);
+    CHECK(parse(&r, 0, "{\"prompt\":[1,2,3]}", &e) == 0);
+    CHECK_EQ(r.n_prompts, 1);
+    CHECK_EQ(r.prompts[0].n_ids, 3);
+    CHECK_EQ(r.prompts[0].ids[2], 3);
+    xi_oai_request_free(&r);
+    CHECK(parse(&r, 0, "{\"prompt\":[[1,2],[3]],\"echo\":true,\"logprobs\":1,\"max_tokens\":0}", &e) == 0);
+    CHECK_EQ(r.n_prompts, 2);
+    CHECK_EQ(r.prompts[1].n_ids, 1);
+    CHECK_EQ(r.echo, 1);
+    CHECK_EQ(r.params.logprobs, 1);
+    CHECK_EQ(r.params.prompt_logprobs, 1);
+    CHECK_EQ(r.params.max_tokens, 0);
+    xi_oai_request_free(&r);
+}
+
+TEST(test_serve_oai_bad_values_name_the_parameter) {
+    CHECK(rejects(1, "{" MSGS ",\"temperature\":-0.1}", "temperature"));
+    CHECK(rejects(1, "{" MSGS ",\"temperature\":\"hot\"}", "temperature"));
+    CHECK(rejects(1, "{" MSGS ",\"top_p\":0}", "top_p"));
+    CHECK(rejects(1, "{" MSGS ",\"top_p\":1.5}", "top_p"));
+    CHECK(rejects(1, "{" MSGS ",\"top_k\":-2}", "top_k"));
+    CHECK(rejects(1, "{" MSGS ",\"min_p\":2}", "min_p"));
+    CHECK(rejects(1, "{" MSGS ",\"n\":0}", "n"));
+    CHECK(rejects(1, "{" MSGS ",\"n\":1.5}", "n"));
+    CHECK(rejects(1, "{" MSGS ",\"max_tokens\":-1}", "max_tokens"));
+    CHECK(rejects(1, "{" MSGS ",\"max_completion_tokens\":0}", "max_completion_tokens"));
+    CHECK(rejects(1, "{" MSGS ",\"presence_penalty\":3}", "presence_penalty"));
+    CHECK(rejects(1, "{" MSGS ",\"frequency_penalty\":-3}", "frequency_penalty"));
+    CHECK(rejects(1, "{" MSGS ",\"repetition_penalty\":0}", "repetition_penalty"));
+    CHECK(rejects(1, "{" MSGS ",\"stop\":5}", "stop"));
+    CHECK(rejects(1, "{" MSGS ",\"stop\":[\"\"]}", "stop"));
+    CHECK(rejects(1, "{" MSGS ",\"stop_token_ids\":[-1]}", "stop_token_ids"));
+    CHECK(rejects(1, "{" MSGS ",\"logit_bias\":{\"x\":1}}", "logit_bias"));
+    CHECK(rejects(1, "{" MSGS ",\"logit_bias\":{\"1\":101}}", "logit_bias"));
+    CHECK(rejects(1, "{" MSGS ",\"top_logprobs\":2}", "top_logprobs"));
+    CHECK(rejects(1, "{" MSGS ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs"));
+    CHECK(rejects(1, "{" MSGS ",\"stream\":\"yes\"}", "stream"));
+    CHECK(rejects(1, "{" MSGS ",\"stream_options\":{\"include_usage\":true}}", "stream_options"));
+    CHECK(rejects(1, "{" MSGS ",\"response_format\":{\"type\":\"json_object\"}}", "response_format"));
+    CHECK(rejects(1, "{" MSGS ",\"min_tokens\":5,\"max_tokens\":2}", "min_tokens"));
+    CHECK(rejects(1, "{" MSGS ",\"seed\":1.5}", "seed"));
+    CHECK(rejects(1, "{" MSGS ",\"model\":3}", "model"));
+    CHECK(rejects(1, "{\"messages\":[]}", "messages"));
+    CHECK(rejects(1, "{\"messages\":\"hi\"}", "messages"));
+    CHECK(rejects(1, "{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", "messages"));
+    CHECK(rejects(1, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages"));
+    CHECK(rejects(1, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages"));
+    CHECK(rejects(1, "{}", "messages"));
+    CHECK(rejects(0, "{}", "prompt"));
+    CHECK(rejects(0, "{\"prompt\":[]}", "prompt"));
+    CHECK(rejects(0, "{\"prompt\":[1,\"a\"]}", "prompt"));
+    CHECK(rejects(0, "{\"prompt\":[\"a\",[1]]}", "prompt"));
+    CHECK(rejects(0, "{\"prompt\":[[]]}", "prompt"));
+    CHECK(rejects(0, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs"));
+    CHECK(rejects(0, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens"));
+    CHECK(rejects(0, "{\"prompt\":\"x\",\"echo\":1}", "echo"));
+}
+
+TEST(test_serve_oai_malformed_bodies_are_400_without_param) {
+    static const char *const bodies[] = {"", "{", "[1,2]", "\"str\"", "{\"a\":1,}", "nul",
+                                         "{\"prompt\":\"\\u0000\"}"};
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        xi_oai_request r;
+        xi_oai_error e = {0};
+        CHECKF(xi_oai_parse(&r, 0, bodies[i], strlen(bodies[i]), &e) == -1, "accepted %s", bodies[i]);
+        CHECK_EQ(e.status, 400);
+        CHECK_STR(e.param, "");
+        xi_oai_request_free(&r);
+    }
+    /* deep nesting is refused by the parser, never a stack overflow */
+    size_t depth = 100000;
+    char *deep = malloc(2 * depth + 32);
+    size_t n = (size_t)sprintf(deep, "{\"prompt\":");
+    for (size_t i = 0; i < depth; i++) deep[n++] = '[';
+    for (size_t i = 0; i < depth; i++) deep[n++] = ']';
+    deep[n++] = '}';
+    xi_oai_request r;
+    xi_oai_error e = {0};
+    CHECK(xi_oai_parse(&r, 0, deep, n, &e) == -1);
+    CHECK_EQ(e.status, 400);
+    xi_oai_request_free(&r);
+    free(deep);
+}
+
+TEST(test_serve_oai_error_body_has_openai_shape) {
+    xi_oai_error e;
+    xi_oai_fail(&e, 400, "temperature", "'temperature' must be >= 0, got %g", -1.0);
+    char *s = xi_oai_error_json(&e);
+    json_error_t je;
+    json_t *o = json_loads(s, 0, &je);
+    CHECK(o);
+    json_t *err = json_object_get(o, "error");
+    CHECK(json_is_object(err));
+    CHECK_STR(json_string_value(json_object_get(err, "message")), "'temperature' must be >= 0, got -1");
+    CHECK_STR(json_string_value(json_object_get(err, "type")), "invalid_request_error");
+    CHECK_STR(json_string_value(json_object_get(err, "param")), "temperature");
+    CHECK(json_object_get(err, "code") != NULL);
+    json_decref(o);
+    free(s);
+    xi_oai_fail(&e, 401, NULL, "no key");
+    s = xi_oai_error_json(&e);
+    o = json_loads(s, 0, &je);
+    err = json_object_get(o, "error");
+    CHECK(json_is_null(json_object_get(err, "param")));
+    CHECK_STR(json_string_value(json_object_get(err, "code")), "invalid_api_key");
+    json_decref(o);
+    free(s);
+}
+
+TEST(test_serve_oai_tokenize_and_detokenize_bodies) {
+    xi_oai_tokenize t;
+    xi_oai_error e;
+    const char *b = "{\"prompt\":\"hello\",\"add_special_tokens\":false}";
+    CHECK(xi_oai_parse_tokenize(&t, b, strlen(b), &e) == 0);
+    CHECK_STR(t.prompt, "hello");
+    CHECK_EQ(t.add_special_tokens, 0);
+    xi_oai_tokenize_free(&t);
+    b = "{" MSGS "}";
+    CHECK(xi_oai_parse_tokenize(&t, b, strlen(b), &e) == 0);
+    CHECK(t.messages_json && !t.prompt);
+    CHECK_EQ(t.add_special_tokens, 0);
+    CHECK_EQ(t.add_generation_prompt, 1);
+    xi_oai_tokenize_free(&t);
+    b = "{\"prompt\":5}";
+    CHECK(xi_oai_parse_tokenize(&t, b, strlen(b), &e) == -1);
+    CHECK_STR(e.param, "prompt");
+    xi_oai_tokenize_free(&t);
+    int32_t *ids;
+    char *model;
+    b = "{\"tokens\":[4,5,6],\"model\":\"m\"}";
+    CHECK_EQ(xi_oai_parse_detokenize(b, strlen(b), &ids, &model, &e), 3);
+    CHECK_EQ(ids[2], 6);
+    CHECK_STR(model, "m");
+    free(ids);
+    free(model);
+    b = "{\"tokens\":[1,-5]}";
+    CHECK_EQ(xi_oai_parse_detokenize(b, strlen(b), &ids, &model, &e), -1);
+    CHECK_STR(e.param, "tokens");
+    free(ids);
+    free(model);
+}
+
+TEST(test_serve_oai_auth_accepts_only_exact_bearer_keys) {
+    const char *keys[] = {"secret-1", "other"};
+    CHECK(xi_oai_auth_ok("Bearer secret-1", keys, 2));
+    CHECK(xi_oai_auth_ok("Bearer other", keys, 2));
+    CHECK(!xi_oai_auth_ok("Bearer secret-", keys, 2));
+    CHECK(!xi_oai_auth_ok("Bearer secret-12", keys, 2));
+    CHECK(!xi_oai_auth_ok("Bearer ", keys, 2));
+    CHECK(!xi_oai_auth_ok("secret-1", keys, 2));
+    CHECK(!xi_oai_auth_ok("Basic secret-1", keys, 2));
+    CHECK(!xi_oai_auth_ok(NULL, keys, 2));
+    CHECK(!xi_oai_auth_ok("Bearer secret-1", keys, 0));
+}
+
+TEST(test_serve_metrics_render_uses_vllm_names_and_cumulative_buckets) {
+    xi_metrics *m = xi_metrics_new("my\"model", 100);
+    CHECK(m);
+    xi_metrics_sample s = {XI_FINISH_STOP, 0.003, 0.4, 0.01, 0.02, 0.3, 7, 12};
+    xi_metrics_observe(m, &s);
+    s.finish = XI_FINISH_LENGTH;
+    s.ttft = 0.2;
+    xi_metrics_observe(m, &s);
+    xi_metrics_observe_itl(m, 0.02);
+    xi_engine_stats st = {.num_running = 2, .num_waiting = 1, .kv_cache_usage = 0.25,
+                          .prefix_cache_queries = 10, .prefix_cache_hits = 4,
+                          .prompt_tokens_total = 14, .generation_tokens_total = 24};
+    char *t = xi_metrics_render(m, &st);
+    CHECK(t);
+    static const char *const want[] = {
+        "vllm:num_requests_running{model_name=\"my\\\"model\"} 2\n",
+        "vllm:num_requests_waiting{model_name=\"my\\\"model\"} 1\n",
+        "vllm:kv_cache_usage_perc{model_name=\"my\\\"model\"} 0.25\n",
+        "vllm:prefix_cache_queries_total{model_name=\"my\\\"model\"} 10\n",
+        "vllm:prefix_cache_hits_total{model_name=\"my\\\"model\"} 4\n",
+        "vllm:num_preemptions_total{",
+        "vllm:prompt_tokens_total{model_name=\"my\\\"model\"} 14\n",
+        "vllm:generation_tokens_total{model_name=\"my\\\"model\"} 24\n",
+        "vllm:request_success_total{finished_reason=\"stop\",model_name=\"my\\\"model\"} 1\n",
+        "vllm:request_success_total{finished_reason=\"length\",model_name=\"my\\\"model\"} 1\n",
+        "# TYPE vllm:time_to_first_token_seconds histogram\n",
+        "vllm:time_to_first_token_seconds_bucket{le=\"0.001\",model_name=\"my\\\"model\"} 0\n",
+        "vllm:time_to_first_token_seconds_bucket{le=\"0.005\",model_name=\"my\\\"model\"} 1\n",
+        "vllm:time_to_first_token_seconds_bucket{le=\"0.25\",model_name=\"my\\\"model\"} 2\n",
+        "vllm:time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"my\\\"model\"} 2\n",
+        "vllm:time_to_first_token_seconds_count{model_name=\"my\\\"model\"} 2\n",
+        "vllm:inter_token_latency_seconds_count{model_name=\"my\\\"model\"} 1\n",
+        "vllm:e2e_request_latency_seconds_bucket{le=\"0.5\",model_name=\"my\\\"model\"} 2\n",
+        "vllm:request_queue_time_seconds_count{",
+        "vllm:request_prefill_time_seconds_count{",
+        "vllm:request_decode_time_seconds_count{",
+        "vllm:request_inference_time_seconds_count{",
+        "vllm:request_prompt_tokens_bucket{le=\"5\",model_name=\"my\\\"model\"} 0\n",
+        "vllm:request_prompt_tokens_bucket{le=\"10\",model_name=\"my\\\"model\"} 2\n",
+        "vllm:request_prompt_tokens_bucket{le=\"100\",model_name=\"my\\\"model\"} 2\n",
+        "vllm:request_generation_tokens_sum{model_name=\"my\\\"model\"} 24\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECKF(strstr(t, want[i]) != NULL, "missing: %s", want[i]);
+    /* token buckets stop at max_model_len */
+    CHECK(strstr(t, "vllm:request_prompt_tokens_bucket{le=\"200\"") == NULL);
+    free(t);
+    xi_metrics_free(m);
+}
