@@ -107,13 +107,7 @@ static void pieces_free(pieces *p) {
 
 #define PIECE_START(p, i) ((i) ? (p)->ends[(i) - 1] : 0)
 
-typedef struct {
-    pcre2_match_data *md;
-    pcre2_match_context *mc;
-    pcre2_jit_stack *js;
-} regex_ws;
-
-static void regex_ws_free(regex_ws *w) {
+void xi_regex_ws_free(xi_regex_ws *w) {
     pcre2_match_data_free(w->md);
     pcre2_match_context_free(w->mc);
     pcre2_jit_stack_free(w->js);
@@ -122,7 +116,7 @@ static void regex_ws_free(regex_ws *w) {
 
 /* Split s[0..len) by re: the spans are alternately gaps and matches. behavior as in Hugging
  * Face's SplitDelimiterBehavior; invert swaps which spans count as the delimiter. */
-static int split_piece(const xi_pre_step *st, regex_ws *w, const char *s, size_t len,
+static int split_piece(const xi_pre_step *st, xi_regex_ws *w, const char *s, size_t len,
                        pieces *out, char *err, size_t errlen) {
     if (!w->md) {
         w->md = pcre2_match_data_create(4, NULL);
@@ -294,7 +288,8 @@ static int normalize(const xi_tokenizer *t, const char *text, size_t len, xi_buf
 }
 
 int xi_pretok_run(const xi_tokenizer *t, const char *text, size_t len, int at_start,
-                  xi_buf *words, size_t **ends, int *n_words, char *err, size_t errlen) {
+                  xi_regex_ws *ws, xi_buf *words, size_t **ends, int *n_words, char *err,
+                  size_t errlen) {
     xi_buf norm = {0};
     if (normalize(t, text, len, &norm, err, errlen)) {
         xi_buf_free(&norm);
@@ -304,7 +299,6 @@ int xi_pretok_run(const xi_tokenizer *t, const char *text, size_t len, int at_st
     int rc = pieces_add(&cur, norm.data ? norm.data : "", norm.len);
     xi_buf_free(&norm);
     if (rc) return xi_errf(err, errlen, "out of memory");
-    regex_ws ws = {0};
     for (int s = 0; s < t->n_pre && !rc; s++) {
         const xi_pre_step *st = &t->pre[s];
         pieces next = {0};
@@ -312,7 +306,7 @@ int xi_pretok_run(const xi_tokenizer *t, const char *text, size_t len, int at_st
             const char *p = cur.text.data + PIECE_START(&cur, i);
             size_t l = cur.ends[i] - PIECE_START(&cur, i);
             if (st->kind == XI_PRE_SPLIT) {
-                rc = split_piece(st, &ws, p, l, &next, err, errlen);
+                rc = split_piece(st, ws, p, l, &next, err, errlen);
             } else if (st->kind == XI_PRE_METASPACE) {
                 rc = metaspace_piece(st, at_start && i == 0, p, l, &next);
                 if (rc) xi_errf(err, errlen, "out of memory");
@@ -329,7 +323,7 @@ int xi_pretok_run(const xi_tokenizer *t, const char *text, size_t len, int at_st
                     xi_pre_step iso = *st;
                     iso.behavior = XI_SPLIT_ISOLATED;
                     iso.invert = 0;
-                    rc = split_piece(&iso, &ws, p, l, &tmp, err, errlen);
+                    rc = split_piece(&iso, ws, p, l, &tmp, err, errlen);
                 } else if (!rc) {
                     rc = pieces_add(&tmp, p, l);
                 }
@@ -344,7 +338,6 @@ int xi_pretok_run(const xi_tokenizer *t, const char *text, size_t len, int at_st
         pieces_free(&cur);
         cur = next;
     }
-    regex_ws_free(&ws);
     if (rc) {
         pieces_free(&cur);
         return -1;

@@ -29,9 +29,17 @@ static json_t *load_json(const char *dir, const char *name, int required, char *
         free(path);
         return NULL;
     }
-    json_error_t je;
-    json_t *j = json_load_file(path, JSON_ALLOW_NUL, &je);
-    if (!j) xi_errf(err, errlen, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
+    /* One read and json_loadb: json_load_file reads with getc, several times slower on the
+     * multi-megabyte vocabularies. */
+    size_t len;
+    char *text = xi_read_file(path, &len, err, errlen);
+    json_t *j = NULL;
+    if (text) {
+        json_error_t je;
+        j = json_loadb(text, len, JSON_ALLOW_NUL, &je);
+        if (!j) xi_errf(err, errlen, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
+        free(text);
+    }
     free(path);
     return j;
 }
@@ -157,12 +165,13 @@ static int finish_vocab(xi_tokenizer *t, char *err, size_t errlen) {
 static int add_merge(xi_tokenizer *t, const char *a, size_t al, const char *b, size_t bl,
                      int32_t rank, char *err, size_t errlen) {
     int32_t ia = xi_strmap_get(&t->vocab, a, al), ib = xi_strmap_get(&t->vocab, b, bl);
-    char *ab = malloc(al + bl + 1);
+    char small[256]; /* merges number in the 100 000s: no allocation for the usual short ones */
+    char *ab = al + bl <= sizeof small ? small : malloc(al + bl);
     if (!ab) return xi_errf(err, errlen, "out of memory");
     memcpy(ab, a, al);
     memcpy(ab + al, b, bl);
     int32_t iab = xi_strmap_get(&t->vocab, ab, al + bl);
-    free(ab);
+    if (ab != small) free(ab);
     if (ia < 0 || ib < 0 || iab < 0)
         return xi_errf(err, errlen, "merge %d '%.*s %.*s': token not in the vocabulary", (int)rank,
                        (int)al, a, (int)bl, b);
@@ -591,12 +600,12 @@ static int ids_push(id_list *l, int32_t id, char *err, size_t errlen) {
 }
 
 static int encode_plain(const xi_tokenizer *t, const char *text, size_t len, int at_start,
-                        id_list *out, char *err, size_t errlen) {
+                        xi_regex_ws *ws, id_list *out, char *err, size_t errlen) {
     if (!len) return 0;
     xi_buf words = {0};
     size_t *ends = NULL;
     int n = 0;
-    if (xi_pretok_run(t, text, len, at_start, &words, &ends, &n, err, errlen)) return -1;
+    if (xi_pretok_run(t, text, len, at_start, ws, &words, &ends, &n, err, errlen)) return -1;
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         size_t start = i ? ends[i - 1] : 0;
@@ -637,6 +646,7 @@ int xi_tokenizer_encode(const xi_tokenizer *t, const char *text, size_t len, int
         return xi_errf(err, errlen, "input text is not valid UTF-8 at byte %ld (0x%02x)", bad,
                        (unsigned char)text[bad]);
     id_list out = {0};
+    xi_regex_ws ws = {0};
     int rc = 0;
     for (int k = 0; add_special && k < t->n_prefix && !rc; k++) rc = ids_push(&out, t->prefix_ids[k], err, errlen);
     /* Added tokens split the text first; the plain runs between them go through the pipeline. */
@@ -650,15 +660,16 @@ int xi_tokenizer_encode(const xi_tokenizer *t, const char *text, size_t len, int
         size_t seg_end = i;
         if (a->lstrip)
             while (seg_end > seg && is_space((unsigned char)text[seg_end - 1])) seg_end--;
-        rc = encode_plain(t, text + seg, seg_end - seg, seg == 0, &out, err, errlen);
+        rc = encode_plain(t, text + seg, seg_end - seg, seg == 0, &ws, &out, err, errlen);
         if (!rc) rc = ids_push(&out, a->id, err, errlen);
         i += a->len;
         if (a->rstrip)
             while (i < len && is_space((unsigned char)text[i])) i++;
         seg = i;
     }
-    if (!rc && seg < len) rc = encode_plain(t, text + seg, len - seg, seg == 0, &out, err, errlen);
+    if (!rc && seg < len) rc = encode_plain(t, text + seg, len - seg, seg == 0, &ws, &out, err, errlen);
     for (int k = 0; add_special && k < t->n_suffix && !rc; k++) rc = ids_push(&out, t->suffix_ids[k], err, errlen);
+    xi_regex_ws_free(&ws);
     if (rc) {
         free(out.ids);
         return -1;

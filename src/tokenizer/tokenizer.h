@@ -164,11 +164,20 @@ void xi_byte_level_init(void);
 int xi_byte_level_encode(unsigned char b, char out[2]);
 /* Byte a code point maps back to, or -1 when it is not in the table. */
 int xi_byte_level_decode(uint32_t cp);
+/* Per-call regex state (match data, JIT stack), created on first use by xi_pretok_run and
+ * reused across the segments of one encode call. Zero-initialise; free with _free. */
+typedef struct xi_regex_ws {
+    pcre2_match_data *md;
+    pcre2_match_context *mc;
+    pcre2_jit_stack *js;
+} xi_regex_ws;
+void xi_regex_ws_free(xi_regex_ws *w);
 /* Normalise then pre-tokenise text[0..len) into words stored back to back in words->data;
  * word i spans [i ? ends[i-1] : 0, ends[i]) (*ends malloc'ed, [*n_words]). at_start: text
  * begins the input (not after an added token), for Metaspace's prepend_scheme "first". */
 int xi_pretok_run(const xi_tokenizer *t, const char *text, size_t len, int at_start,
-                  xi_buf *words, size_t **ends, int *n_words, char *err, size_t errlen);
+                  xi_regex_ws *ws, xi_buf *words, size_t **ends, int *n_words, char *err,
+                  size_t errlen);
 /* literal: the pattern is plain text (Split with a String pattern). */
 pcre2_code *xi_regex_compile(const char *pattern, int literal, char *err, size_t errlen);
 
