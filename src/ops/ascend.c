@@ -68,6 +68,13 @@ static int starts_ci(const char *s, const char *prefix) {
     return !strncasecmp(s, prefix, strlen(prefix));
 }
 
+/* Length of the "major.minor." prefix of a version ("8.0.0" -> 4, "24.1.rc2" -> 5). */
+static int line_len(const char *v) {
+    const char *dot = strchr(v, '.');
+    dot = dot ? strchr(dot + 1, '.') : NULL;
+    return dot ? (int)(dot - v + 1) : (int)strlen(v);
+}
+
 /* Pairs recorded by the Ascend PyTorch docs (reference §3.3, zheliuyu/docs-dev package_info.js):
  * same for 910b and 310p. A driver matches when it starts with the listed version. */
 static const struct { const char *cann, *driver; } documented_pairs[] = {
@@ -102,7 +109,8 @@ xi_pair_status xi_ascend_pair(const char *driver, const char *cann, char *note, 
         return XI_PAIR_KNOWN_BAD;
     }
     if ((cann_80_81 && drv_24) || (cann_83 && drv_25)) {
-        snprintf(note, notelen, "rule of thumb: CANN %.4s x runs on driver %.4s x", cann, driver);
+        snprintf(note, notelen, "rule of thumb: CANN %.*sx runs on driver %.*sx", line_len(cann), cann,
+                 line_len(driver), driver);
         return XI_PAIR_RULE;
     }
     snprintf(note, notelen, "CANN %s with driver %s is in no table known to xinfer", cann, driver);

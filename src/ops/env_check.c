@@ -60,7 +60,8 @@ static void check_cpu(const xi_env *e, xi_env_report *r) {
         c->n_cpus, numa);
 
     char feat[200];
-    if (!strcmp(c->arch, "aarch64"))
+    int x86 = !strcmp(c->arch, "x86_64") || (c->arch[0] == 'i' && strstr(c->arch, "86"));
+    if (!x86)
         snprintf(feat, sizeof feat, "NEON %s, asimddp %s, asimdhp %s, SVE %s, i8mm %s, bf16 %s",
                  c->asimd ? "yes" : "no", c->asimddp ? "yes" : "no", c->asimdhp ? "yes" : "no",
                  c->sve ? "yes" : "no", c->i8mm ? "yes" : "no", c->bf16 ? "yes" : "no");

@@ -104,7 +104,10 @@ void xi_env_probe_cpu(xi_env_cpu *c, const char *root) {
         if (cpuinfo_get(info, "CPU implementer", v, sizeof v)) c->implementer = (unsigned)strtoul(v, NULL, 0);
         if (cpuinfo_get(info, "CPU part", v, sizeof v)) c->part = (unsigned)strtoul(v, NULL, 0);
         if (cpuinfo_get(info, "Features", v, sizeof v)) {
-            xi_copy_str(c->arch, sizeof c->arch, "aarch64");
+            /* "CPU architecture: 7" is a 32-bit ARM core (or a 64-bit one in AArch32 mode). */
+            char archv[16] = "8";
+            cpuinfo_get(info, "CPU architecture", archv, sizeof archv);
+            xi_copy_str(c->arch, sizeof c->arch, atoi(archv) >= 8 ? "aarch64" : "armv7l");
             c->asimd = has_word(v, "asimd");
             c->asimddp = has_word(v, "asimddp");
             c->asimdhp = has_word(v, "asimdhp");

@@ -107,7 +107,7 @@ int xi_npu_smi_parse(const char *text, xi_npu_smi *out, char *err, size_t errlen
             int got = sscanf(cells[0], "%d %63s", &id, name);
             /* "<id> <name>" starts a block; "<chip> <device>" + health is an extra chip row
              * newer drivers print inside a block: nothing new in it, so it is merged away. */
-            if (got == 2 && !isdigit((unsigned char)name[0])) {
+            if (got == 2 && name[strspn(name, "0123456789")] != 0) {
                 cur = find_or_add(out, id);
                 if (!cur) return xi_errf(err, errlen, "npu-smi output: more than %d NPUs", XI_NPU_MAX);
                 xi_copy_str(cur->name, sizeof cur->name, name);
