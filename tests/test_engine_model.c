@@ -1,0 +1,343 @@
+/* Engine with real weights (stories260K, qwen2-tiny-random): every invariance is bitwise.
+ * A request's ids must not depend on what it ran with, on prefill chunking, on prefix-cache
+ * hits, or on preemption; greedy from BOS must equal llama2.c's reference. */
+#include <jansson.h>
+#include <stdlib.h>
+
+#include "base/base.h"
+#include "model/model.h"
+#include "test.h"
+#include "xinfer.h"
+
+#define MAX_IDS 512
+#define MAX_SAMPLES 4
+
+typedef struct seq_out {
+    int32_t ids[MAX_IDS];
+    int n;
+    char text[4096];
+    size_t text_len;
+    xi_finish_reason fr;
+    int n_final;            /* events with a finish reason: must be exactly 1 */
+    int cached;
+    int stop_token;
+    const char *stop_reason;
+    float lp[MAX_IDS];
+    int n_plp;
+    float plp[MAX_IDS];
+} seq_out;
+
+typedef struct req_out {
+    seq_out s[MAX_SAMPLES];
+} req_out;
+
+static void on_output(void *user, const xi_output *o) {
+    req_out *r = user;
+    if (o->index < 0 || o->index >= MAX_SAMPLES) return;
+    seq_out *s = &r->s[o->index];
+    for (int i = 0; i < o->n_new && s->n < MAX_IDS; i++) {
+        if (o->logprobs) s->lp[s->n] = o->logprobs[i].logprob;
+        s->ids[s->n++] = o->new_ids[i];
+    }
+    if (s->text_len + o->text_len < sizeof s->text) {
+        memcpy(s->text + s->text_len, o->text, o->text_len);
+        s->text_len += o->text_len;
+        s->text[s->text_len] = 0;
+    }
+    if (o->prompt_logprobs) {
+        s->n_plp = o->n_prompt_logprobs;
+        for (int i = 0; i < o->n_prompt_logprobs && i < MAX_IDS; i++)
+            s->plp[i] = o->prompt_logprobs[i].logprob;
+    }
+    if (o->finish_reason != XI_FINISH_NONE) {
+        s->fr = o->finish_reason;
+        s->n_final++;
+        s->cached = o->cached_prompt_tokens;
+        s->stop_token = o->stop_token;
+        s->stop_reason = o->stop_reason;
+    }
+}
+
+static xi_engine *open_engine(const char *model, int kv_blocks, int budget, int max_seqs,
+                              int max_len, int caching) {
+    xi_engine_params p;
+    xi_engine_params_default(&p);
+    p.model_dir = xi_test_data(model);
+    p.n_threads = 1;
+    p.max_model_len = max_len;
+    p.max_num_batched_tokens = budget;
+    p.max_num_seqs = max_seqs;
+    p.enable_prefix_caching = caching;
+    /* size the pool in blocks: the block bytes follow from config.json */
+    xi_config cfg;
+    char err[256];
+    if (xi_config_load(&cfg, p.model_dir, err, sizeof err)) {
+        fprintf(stderr, "config: %s\n", err);
+        return NULL;
+    }
+    p.kv_cache_memory_bytes = xi_kv_block_bytes(&cfg, p.block_size, cfg.torch_dtype) * (kv_blocks + 1);
+    xi_config_free(&cfg);
+    xi_engine *e = xi_engine_open(&p, err, sizeof err);
+    if (!e) fprintf(stderr, "open: %s\n", err);
+    return e;
+}
+
+static int run_until_idle(xi_engine *e) {
+    int steps = 0, rc;
+    do {
+        rc = xi_engine_step(e);
+        steps++;
+    } while (rc > 0 && steps < 100000);
+    return rc < 0 ? -1 : steps;
+}
+
+/* Deterministic prompt i: BOS then ids from a small generator, within the vocabulary. */
+static int make_prompt(int i, int32_t *ids, int vocab, int len) {
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+    ids[0] = 1;
+    for (int k = 1; k < len; k++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        ids[k] = 3 + (int32_t)(x % (uint64_t)(vocab - 3));
+    }
+    return len;
+}
+
+typedef struct workload {
+    int n;
+    int32_t prompts[64][160];
+    int n_prompt[64];
+    int max_tokens[64];
+    float temperature[64];
+} workload;
+
+static void make_workload(workload *w, int n, int vocab, int min_len, int spread, int max_tok) {
+    w->n = n;
+    for (int i = 0; i < n; i++) {
+        w->n_prompt[i] = make_prompt(i, w->prompts[i], vocab, min_len + (i * 7) % spread);
+        w->max_tokens[i] = XI_MAX(max_tok - (i % 5) * 3, 1);
+        w->temperature[i] = i % 2 ? 0.0f : 0.8f;
+    }
+}
+
+static int64_t submit_one(xi_engine *e, const workload *w, int i, req_out *out) {
+    xi_request_params rp;
+    xi_request_params_default(&rp);
+    rp.prompt_ids = w->prompts[i];
+    rp.n_prompt_ids = w->n_prompt[i];
+    rp.max_tokens = w->max_tokens[i];
+    rp.temperature = w->temperature[i];
+    rp.seed = 1000 + i;
+    rp.ignore_eos = 1;
+    char err[256];
+    int64_t id = xi_engine_submit(e, &rp, on_output, out, err, sizeof err);
+    if (id < 0) fprintf(stderr, "submit: %s\n", err);
+    return id;
+}
+
+/* Run the whole workload at once. */
+static int run_together(xi_engine *e, const workload *w, req_out *out) {
+    for (int i = 0; i < w->n; i++)
+        if (submit_one(e, w, i, &out[i]) < 0) return -1;
+    return run_until_idle(e);
+}
+
+static int same_seq(const seq_out *a, const seq_out *b) {
+    return a->n == b->n && !memcmp(a->ids, b->ids, (size_t)a->n * sizeof *a->ids) &&
+           a->fr == b->fr && a->n_final == 1 && b->n_final == 1;
+}
+
+static int first_diff(const workload *w, const req_out *a, const req_out *b) {
+    for (int i = 0; i < w->n; i++)
+        if (!same_seq(&a[i].s[0], &b[i].s[0])) return i;
+    return -1;
+}
+
+TEST(test_engine_greedy_from_bos_matches_llama2c_reference) {
+    char *path = xi_test_data("models/stories260K/reference.json");
+    json_error_t je;
+    json_t *ref = json_load_file(path, 0, &je);
+    CHECK(ref);
+    json_t *c0 = json_array_get(json_object_get(ref, "cases"), 0);
+    json_t *gen = json_object_get(c0, "generated_ids");
+    CHECK_EQ(json_array_size(gen), 200);
+    xi_engine *e = open_engine("models/stories260K", 64, 2048, 8, 512, 1);
+    CHECK(e);
+    int32_t bos = 1;
+    xi_request_params rp;
+    xi_request_params_default(&rp);
+    rp.prompt_ids = &bos;
+    rp.n_prompt_ids = 1;
+    rp.max_tokens = 200;
+    rp.temperature = 0;
+    rp.ignore_eos = 1;
+    req_out *out = calloc(1, sizeof *out);
+    CHECK(xi_engine_submit(e, &rp, on_output, out, NULL, 0) == 0);
+    CHECK(run_until_idle(e) > 0);
+    CHECK_EQ(out->s[0].n, 200);
+    CHECK_EQ(out->s[0].fr, XI_FINISH_LENGTH);
+    for (int i = 0; i < 200; i++)
+        CHECKF(out->s[0].ids[i] == json_integer_value(json_array_get(gen, i)),
+               "token %d: %d != %lld", i, out->s[0].ids[i],
+               (long long)json_integer_value(json_array_get(gen, i)));
+    /* the text is the decoded ids */
+    char *text = xi_engine_detokenize(e, out->s[0].ids, 200, 1, NULL, 0);
+    CHECK(text);
+    CHECK_STR(out->s[0].text, text);
+    free(text);
+    free(out);
+    json_decref(ref);
+    xi_engine_close(e);
+}
+
+/* An engine configuration for one run of a workload. */
+typedef struct run_cfg {
+    const char *model;
+    int kv_blocks, budget, max_seqs, max_len, caching;
+    int alone;              /* submit one request at a time, each run to completion */
+} run_cfg;
+
+/* Run w under cfg into out (calloc'ed [w->n]); stats after the run into *st. NULL on failure. */
+static req_out *run_workload(const run_cfg *cfg, const workload *w, xi_engine_stats *st) {
+    req_out *out = calloc((size_t)w->n, sizeof *out);
+    xi_engine *e = open_engine(cfg->model, cfg->kv_blocks, cfg->budget, cfg->max_seqs,
+                               cfg->max_len, cfg->caching);
+    int ok = e && out;
+    for (int i = 0; ok && i < w->n; i++) {
+        ok = submit_one(e, w, i, &out[i]) >= 0;
+        if (ok && cfg->alone) ok = run_until_idle(e) > 0;
+    }
+    if (ok && !cfg->alone) ok = run_until_idle(e) > 0;
+    if (ok && st) xi_engine_get_stats(e, st);
+    if (e) xi_engine_close(e);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Run w under both configurations; fail on the first request whose ids differ. */
+#define CHECK_SAME_OUTPUTS(cfg_a, cfg_b, w, st_a)                                         \
+    do {                                                                                \
+        req_out *a_ = run_workload(cfg_a, w, st_a), *b_ = run_workload(cfg_b, w, NULL);  \
+        CHECK(a_ && b_);                                                                \
+        int d_ = first_diff(w, a_, b_);                                                 \
+        CHECKF(d_ < 0, "request %d differs: %d vs %d ids", d_, d_ < 0 ? 0 : a_[d_].s[0].n, \
+               d_ < 0 ? 0 : b_[d_].s[0].n);                                             \
+        for (int i_ = 0; i_ < (w)->n; i_++)                                             \
+            CHECKF(a_[i_].s[0].n == (w)->max_tokens[i_], "request %d: %d of %d ids, finish %d", \
+                   i_, a_[i_].s[0].n, (w)->max_tokens[i_], a_[i_].s[0].fr);                 \
+        free(a_);                                                                       \
+        free(b_);                                                                       \
+    } while (0)
+
+TEST(test_engine_64_requests_together_equal_each_alone) {
+    workload *w = calloc(1, sizeof *w);
+    make_workload(w, 64, 512, 5, 40, 24);
+    run_cfg together = {"models/stories260K", 512, 2048, 64, 512, 1, 0};
+    run_cfg alone = {"models/stories260K", 512, 2048, 64, 512, 0, 1};
+    xi_engine_stats st;
+    CHECK_SAME_OUTPUTS(&together, &alone, w, &st);
+    CHECK_EQ(st.num_running + st.num_waiting, 0);
+    CHECK_NEAR(st.kv_cache_usage, 0, 0);
+    free(w);
+}
+
+TEST(test_engine_chunked_prefill_equals_one_shot_prefill) {
+    workload *w = calloc(1, sizeof *w);
+    make_workload(w, 12, 512, 40, 100, 12);
+    run_cfg chunked = {"models/stories260K", 256, 16, 16, 512, 0, 0};
+    run_cfg oneshot = {"models/stories260K", 256, 2048, 16, 512, 0, 0};
+    xi_engine_stats st;
+    CHECK_SAME_OUTPUTS(&chunked, &oneshot, w, &st);
+    free(w);
+}
+
+TEST(test_engine_prefix_cache_hit_equals_miss) {
+    workload *w = calloc(1, sizeof *w);
+    make_workload(w, 4, 512, 70, 30, 16);
+    req_out *miss = calloc(4, sizeof *miss), *hit = calloc(4, sizeof *hit);
+    xi_engine *e = open_engine("models/stories260K", 256, 2048, 16, 512, 1);
+    CHECK(e);
+    CHECK(run_together(e, w, miss) > 0);
+    CHECK(run_together(e, w, hit) > 0);
+    xi_engine_stats st;
+    xi_engine_get_stats(e, &st);
+    xi_engine_close(e);
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(miss[i].s[0].cached, 0);
+        /* all full blocks but the one holding the last prompt token */
+        CHECK_EQ(hit[i].s[0].cached, (w->n_prompt[i] - 1) / 16 * 16);
+    }
+    CHECK(st.prefix_cache_hits > 0);
+    CHECK(st.prefix_cache_queries >= st.prefix_cache_hits);
+    CHECKF(first_diff(w, miss, hit) < 0, "request %d differs", first_diff(w, miss, hit));
+    free(w);
+    free(miss);
+    free(hit);
+}
+
+TEST(test_engine_tiny_kv_pool_preempts_often_and_matches_big_pool) {
+    workload *w = calloc(1, sizeof *w);
+    make_workload(w, 16, 512, 20, 40, 60);
+    /* 12 blocks of 16 = 192 token slots for 16 requests of up to ~120 tokens */
+    run_cfg small = {"models/stories260K", 12, 64, 16, 160, 1, 0};
+    run_cfg big = {"models/stories260K", 512, 2048, 16, 160, 0, 0};
+    xi_engine_stats st;
+    CHECK_SAME_OUTPUTS(&small, &big, w, &st);
+    CHECKF(st.num_preemptions >= 10, "only %lld preemptions", (long long)st.num_preemptions);
+    free(w);
+}
+
+TEST(test_engine_abort_half_midflight_leaves_every_block_free) {
+    workload *w = calloc(1, sizeof *w);
+    make_workload(w, 16, 512, 20, 40, 40);
+    req_out *out = calloc(16, sizeof *out);
+    xi_engine *e = open_engine("models/stories260K", 128, 64, 8, 512, 1);
+    CHECK(e);
+    int64_t ids[16];
+    for (int i = 0; i < 16; i++) CHECK((ids[i] = submit_one(e, w, i, &out[i])) >= 0);
+    for (int s = 0; s < 6; s++) CHECK(xi_engine_step(e) > 0);
+    xi_engine_stats st;
+    xi_engine_get_stats(e, &st);
+    CHECK(st.num_running > 0 && st.num_waiting > 0);
+    for (int i = 0; i < 16; i += 2) CHECK(xi_engine_abort(e, ids[i]) == 0);
+    CHECK(run_until_idle(e) >= 0);
+    xi_engine_get_stats(e, &st);
+    CHECK_EQ(st.num_running, 0);
+    CHECK_EQ(st.num_waiting, 0);
+    CHECK_NEAR(st.kv_cache_usage, 0, 0);
+    for (int i = 0; i < 16; i++) {
+        CHECK_EQ(out[i].s[0].n_final, 1);
+        CHECK_EQ(out[i].s[0].fr, i % 2 ? XI_FINISH_LENGTH : XI_FINISH_ABORT);
+    }
+    /* every block is evictable: a request that needs the whole pool runs */
+    xi_request_params rp;
+    xi_request_params_default(&rp);
+    int32_t p[1] = {1};
+    rp.prompt_ids = p;
+    rp.n_prompt_ids = 1;
+    rp.max_tokens = 500;
+    rp.ignore_eos = 1;
+    rp.temperature = 0;
+    req_out *last = calloc(1, sizeof *last);
+    CHECK(xi_engine_submit(e, &rp, on_output, last, NULL, 0) >= 0);
+    CHECK(run_until_idle(e) > 0);
+    CHECK_EQ(last->s[0].n, 500);
+    xi_engine_close(e);
+    free(last);
+    free(w);
+    free(out);
+}
+
+TEST(test_engine_qwen2_together_chunked_equal_alone_oneshot) {
+    workload *w = calloc(1, sizeof *w);
+    make_workload(w, 8, 151936, 10, 60, 10);
+    run_cfg together = {"models/qwen2-tiny-random", 64, 16, 8, 256, 1, 0};
+    run_cfg alone = {"models/qwen2-tiny-random", 64, 2048, 8, 256, 0, 1};
+    xi_engine_stats st;
+    CHECK_SAME_OUTPUTS(&together, &alone, w, &st);
+    free(w);
+}
