@@ -10,13 +10,17 @@
 
 #define XI_INLINE static inline __attribute__((always_inline))
 
-/* The one horizontal-sum order every AVX2 path uses: (lo128 + hi128), then lanes 0+2 / 1+3,
- * then the two halves. Changing it changes results, never one copy of it alone. */
+/* The one horizontal-sum order every AVX2 path uses, per vector:
+ * ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)). avx2_hsum4 sums four vectors at once into the four
+ * lanes of the result with exactly that order per vector; avx2_hsum is the one-vector form. */
+XI_INLINE __m128 avx2_hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
 XI_INLINE float avx2_hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(v, v), v);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
 }
 
 /* a * b + c rounded once, as an explicit instruction so no inlined copy is contracted

@@ -1,0 +1,361 @@
+/* bench_kernels: matmul speed as fractions of this machine's limits, measured in the same run.
+ *
+ * Each repetition measures, for 1 and 2 threads: the read bandwidth (a streaming sum over
+ * 1 GiB), the FMA peak (a register-only FMA loop), then GEMV (1 row) per weight format for
+ * Qwen2.5-0.5B-sized matrices as GB/s of weight bytes / bandwidth, and GEMM (512 rows) as
+ * GFLOP/s / FMA peak. Cases alternate within a repetition so drift on a shared machine hits
+ * them all alike; the table gives the median ratio and the min..max spread.
+ *
+ * usage: bench_kernels [--reps N] [--quick] [--kernels NAME] [--threads LIST e.g. 1,2] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+#include "base/base.h"
+#include "base/pool.h"
+#include "kernels/kernels.h"
+
+/* ---- machine limits ---- */
+
+typedef struct {
+    const float *buf;
+    size_t n;
+    double sums[64];
+} bw_job;
+
+/* Four streams a quarter of the range apart, eight accumulators: enough concurrent misses
+ * for the prefetchers to reach the machine's streaming read rate. */
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static double stream_sum(const float *p, size_t n) {
+    const size_t q = n / 4 & ~(size_t)15;
+    const float *p0 = p, *p1 = p + q, *p2 = p + 2 * q, *p3 = p + 3 * q;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (size_t i = 0; i + 16 <= q; i += 16) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p0 + i));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p0 + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p1 + i));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p1 + i + 8));
+        a4 = _mm256_add_ps(a4, _mm256_loadu_ps(p2 + i));
+        a5 = _mm256_add_ps(a5, _mm256_loadu_ps(p2 + i + 8));
+        a6 = _mm256_add_ps(a6, _mm256_loadu_ps(p3 + i));
+        a7 = _mm256_add_ps(a7, _mm256_loadu_ps(p3 + i + 8));
+    }
+    a0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                       _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+    float t[8];
+    _mm256_storeu_ps(t, a0);
+    return (double)t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+#elif defined(__aarch64__)
+static double stream_sum(const float *p, size_t n) {
+    const size_t q = n / 4 & ~(size_t)15;
+    const float *p0 = p, *p1 = p + q, *p2 = p + 2 * q, *p3 = p + 3 * q;
+    float32x4_t a0 = vdupq_n_f32(0), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 4 <= q; i += 4) {
+        a0 = vaddq_f32(a0, vld1q_f32(p0 + i));
+        a1 = vaddq_f32(a1, vld1q_f32(p1 + i));
+        a2 = vaddq_f32(a2, vld1q_f32(p2 + i));
+        a3 = vaddq_f32(a3, vld1q_f32(p3 + i));
+    }
+    return (double)vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
+}
+#else
+static double stream_sum(const float *p, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += p[i];
+    return s;
+}
+#endif
+
+static void bw_task(void *ctx, int ith, int nth) {
+    bw_job *j = ctx;
+    long b, e;
+    xi_split_range((long)j->n, ith, nth, 4096, &b, &e);
+    j->sums[ith] = stream_sum(j->buf + b, (size_t)(e - b));
+}
+
+/* FLOPs per call of fma_task per thread. */
+#define FMA_ITERS 20000000L
+/* Twelve independent chains in named registers (an array would live in memory). */
+#define FMA12(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
+#if defined(__x86_64__)
+#define FMA_FLOPS_PER_ITER (12 * 8 * 2)
+__attribute__((target("avx2,fma"))) static float fma_loop(float seed) {
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(seed * 1e-7f);
+#define DECL(i) __m256 a##i = _mm256_set1_ps(seed + (float)i);
+#define STEP(i) a##i = _mm256_fmadd_ps(a##i, m, c);
+#define SUM(i) s = _mm256_add_ps(s, a##i);
+    FMA12(DECL)
+    for (long it = 0; it < FMA_ITERS; it++) {
+        FMA12(STEP)
+    }
+    __m256 s = _mm256_setzero_ps();
+    FMA12(SUM)
+    float t[8];
+    _mm256_storeu_ps(t, s);
+    return t[0];
+}
+#elif defined(__aarch64__)
+#define FMA_FLOPS_PER_ITER (12 * 4 * 2)
+static float fma_loop(float seed) {
+    const float32x4_t m = vdupq_n_f32(0.999999f), c = vdupq_n_f32(seed * 1e-7f);
+#define DECL(i) float32x4_t a##i = vdupq_n_f32(seed + (float)i);
+#define STEP(i) a##i = vfmaq_f32(c, a##i, m);
+#define SUM(i) s = vaddq_f32(s, a##i);
+    FMA12(DECL)
+    for (long it = 0; it < FMA_ITERS; it++) {
+        FMA12(STEP)
+    }
+    float32x4_t s = vdupq_n_f32(0);
+    FMA12(SUM)
+    return vgetq_lane_f32(s, 0);
+}
+#else
+#define FMA_FLOPS_PER_ITER 2
+static float fma_loop(float seed) {
+    float a = seed;
+    for (long it = 0; it < FMA_ITERS; it++) a = a * 0.999999f + 1e-7f;
+    return a;
+}
+#endif
+
+static volatile float fma_sink;
+static void fma_task(void *ctx, int ith, int nth) {
+    (void)ctx;
+    (void)nth;
+    fma_sink = fma_loop((float)ith + 1.0f);
+}
+
+/* ---- cases ---- */
+
+typedef struct {
+    const char *label;
+    xi_dtype dt;
+    int64_t n_out, n_in;
+    int rows;          /* 1: GEMV, else GEMM */
+    int n_copies;      /* rotate copies so GEMV weights come from DRAM, not the 16 MiB L3 */
+    xi_weight w[8];
+    void *bufs[8][3];
+    size_t bytes;      /* weight bytes one call reads */
+} bench_case;
+
+static uint32_t rng = 2463534242u;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return (float)(rng >> 8) / 8388608.0f - 1.0f;
+}
+
+static int case_init(bench_case *c) {
+    const int64_t n = c->n_out * c->n_in;
+    const int gs = 128;
+    size_t bytes;
+    switch (c->dt) {
+    case XI_Q8: bytes = (size_t)n + (size_t)c->n_out * 4; break;
+    case XI_Q4_AWQ: bytes = (size_t)n / 2 + (size_t)(n / gs) * 5; break;
+    default: bytes = (size_t)n * xi_dtype_size(c->dt); break;
+    }
+    c->bytes = bytes;
+    c->n_copies = c->rows == 1 ? (int)XI_MIN(8, XI_MAX(1, (int64_t)((256u << 20) / bytes))) : 1;
+    for (int i = 0; i < c->n_copies; i++) {
+        xi_weight *w = &c->w[i];
+        *w = (xi_weight){.dtype = c->dt, .n_out = c->n_out, .n_in = c->n_in};
+        const size_t eb = c->dt == XI_Q4_AWQ ? (size_t)n / 2
+                          : c->dt == XI_Q8  ? (size_t)n
+                                            : (size_t)n * xi_dtype_size(c->dt);
+        void *d = xi_alloc_big(eb);
+        if (!d) return -1;
+        c->bufs[i][0] = d;
+        if (c->dt == XI_F32 || c->dt == XI_F16 || c->dt == XI_BF16) {
+            float tmp[4096];
+            for (int64_t k = 0; k < n; k += 4096) {
+                const int64_t m = XI_MIN((int64_t)4096, n - k);
+                for (int64_t j = 0; j < m; j++) tmp[j] = frand();
+                xi_from_f32((char *)d + (size_t)k * xi_dtype_size(c->dt), c->dt, tmp, (size_t)m);
+            }
+        } else {
+            for (size_t k = 0; k < eb; k++) ((uint8_t *)d)[k] = (uint8_t)(frand() * 127.0f);
+        }
+        w->data = d;
+        const int64_t ns = c->dt == XI_Q4_AWQ ? n / gs : c->n_out;
+        float *s = malloc((size_t)ns * 4);
+        if (!s) return -1;
+        for (int64_t k = 0; k < ns; k++) s[k] = 0.01f;
+        c->bufs[i][1] = s;
+        w->scale = c->dt == XI_Q8 || c->dt == XI_Q4_AWQ ? s : NULL;
+        if (c->dt == XI_Q4_AWQ) {
+            uint8_t *z = malloc((size_t)ns);
+            if (!z) return -1;
+            memset(z, 8, (size_t)ns);
+            c->bufs[i][2] = z;
+            w->zero = z;
+            w->group_size = gs;
+        }
+    }
+    return 0;
+}
+
+static void case_free(bench_case *c) {
+    const int64_t n = c->n_out * c->n_in;
+    const size_t eb = c->dt == XI_Q4_AWQ ? (size_t)n / 2
+                      : c->dt == XI_Q8  ? (size_t)n
+                                        : (size_t)n * xi_dtype_size(c->dt);
+    for (int i = 0; i < c->n_copies; i++) {
+        xi_free_big(c->bufs[i][0], eb);
+        free(c->bufs[i][1]);
+        free(c->bufs[i][2]);
+    }
+}
+
+static int cmp_d(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void summarize(double *v, int n, double *med, double *lo, double *hi) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    *med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    *lo = v[0];
+    *hi = v[n - 1];
+}
+
+int main(int argc, char **argv) {
+    int reps = 10, quick = 0;
+    const char *kname = NULL;
+    int thread_list[4] = {1, 2}, n_tl = 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kname = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            n_tl = 0;
+            for (char *s = argv[++i]; *s && n_tl < 4; s++) {
+                thread_list[n_tl++] = (int)strtol(s, &s, 10);
+                if (!*s) break;
+            }
+        } else {
+            fprintf(stderr, "usage: %s [--reps N] [--quick] [--kernels NAME] [--threads 1,2]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (reps < 1) reps = 1;
+    char err[256];
+    const xi_ops *ops = xi_ops_select(kname, err, sizeof err);
+    if (!ops) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+
+    const xi_dtype dts[] = {XI_F32, XI_F16, XI_BF16, XI_Q8, XI_Q4_AWQ};
+    const struct { const char *label; int64_t n_out, n_in; int rows; } shapes[] = {
+        {"gemv 4864x896 (up)", 4864, 896, 1},
+        {"gemv 896x4864 (down)", 896, 4864, 1},
+        {"gemv 151936x896 (lm_head)", 151936, 896, 1},
+        {"gemm 512 rows 4864x896", 4864, 896, 512},
+        {"gemm 512 rows 896x4864", 896, 4864, 512},
+    };
+    const int n_shapes = quick ? 2 : (int)XI_ARRAY_LEN(shapes);
+    const int n_cases = n_shapes * (int)XI_ARRAY_LEN(dts);
+    bench_case *cases = calloc((size_t)n_cases, sizeof *cases);
+    for (int s = 0, i = 0; s < (int)XI_ARRAY_LEN(shapes); s++) {
+        if (quick && shapes[s].rows > 1) continue;
+        if (quick && shapes[s].n_out > 100000) continue;
+        for (size_t d = 0; d < XI_ARRAY_LEN(dts); d++, i++) {
+            cases[i] = (bench_case){.label = shapes[s].label, .dt = dts[d], .n_out = shapes[s].n_out,
+                                    .n_in = shapes[s].n_in, .rows = shapes[s].rows};
+            if (case_init(&cases[i])) {
+                fprintf(stderr, "out of memory building %s\n", shapes[s].label);
+                return 1;
+            }
+        }
+    }
+    const size_t bw_bytes = quick ? (256u << 20) : (1u << 30);
+    float *bwbuf = xi_alloc_big(bw_bytes);
+    for (size_t i = 0; i < bw_bytes / 4; i += 1024) bwbuf[i] = 1.0f;
+    float *x = malloc(512 * 4864 * 4), *y = malloc((size_t)512 * 151936 * 4 / 64 * 64);
+    float *ybig = malloc((size_t)151936 * 4);
+    for (int i = 0; i < 512 * 4864; i++) x[i] = frand();
+
+    /* results[t][case][rep] = ratio; bw[t][rep], peak[t][rep] */
+    double *ratio = calloc((size_t)(n_tl * n_cases * reps), sizeof(double));
+    double *abs_v = calloc((size_t)(n_tl * n_cases * reps), sizeof(double));
+    double *bw = calloc((size_t)(n_tl * reps), sizeof(double));
+    double *peak = calloc((size_t)(n_tl * reps), sizeof(double));
+    xi_pool *pools[4];
+    for (int t = 0; t < n_tl; t++) pools[t] = xi_pool_new(thread_list[t]);
+
+    printf("kernels: %s, %d repetitions, threads:", ops->name, reps);
+    for (int t = 0; t < n_tl; t++) printf(" %d", thread_list[t]);
+    printf("\n");
+    for (int r = 0; r < reps; r++)
+        for (int t = 0; t < n_tl; t++) {
+            xi_pool *p = pools[t];
+            bw_job bj = {bwbuf, bw_bytes / 4, {0}};
+            xi_pool_run(p, bw_task, &bj); /* warm the pages and TLB */
+            double t0 = xi_now();
+            xi_pool_run(p, bw_task, &bj);
+            const double bw_gbs = (double)bw_bytes / (xi_now() - t0) / 1e9;
+            bw[t * reps + r] = bw_gbs;
+            t0 = xi_now();
+            xi_pool_run(p, fma_task, NULL);
+            const double pk = (double)FMA_ITERS * FMA_FLOPS_PER_ITER * thread_list[t] /
+                              (xi_now() - t0) / 1e9;
+            peak[t * reps + r] = pk;
+            for (int c = 0; c < n_cases; c++) {
+                bench_case *bc = &cases[c];
+                const int calls = bc->rows == 1 ? XI_MAX(bc->n_copies, 4) : 1;
+                float *out = bc->n_out > 100000 ? ybig : y;
+                xi_matmul(p, ops, out, x, bc->rows, &bc->w[0], NULL); /* warm-up */
+                t0 = xi_now();
+                for (int k = 0; k < calls; k++)
+                    xi_matmul(p, ops, out, x, bc->rows, &bc->w[k % bc->n_copies], NULL);
+                const double dt = (xi_now() - t0) / calls;
+                const size_t idx = (size_t)((t * n_cases + c) * reps + r);
+                if (bc->rows == 1) {
+                    abs_v[idx] = (double)bc->bytes / dt / 1e9;
+                    ratio[idx] = abs_v[idx] / bw_gbs;
+                } else {
+                    abs_v[idx] = 2.0 * bc->rows * bc->n_out * bc->n_in / dt / 1e9;
+                    ratio[idx] = abs_v[idx] / pk;
+                }
+            }
+            fprintf(stderr, ".");
+        }
+    fprintf(stderr, "\n");
+    for (int t = 0; t < n_tl; t++) {
+        double m, lo, hi;
+        summarize(bw + t * reps, reps, &m, &lo, &hi);
+        printf("\nthreads %d: read bandwidth %.1f GB/s (%.1f..%.1f)", thread_list[t], m, lo, hi);
+        summarize(peak + t * reps, reps, &m, &lo, &hi);
+        printf(", FMA peak %.1f GFLOP/s (%.1f..%.1f)\n", m, lo, hi);
+        printf("  %-28s %-9s %10s  %-22s\n", "case", "weights", "abs", "ratio median (min..max)");
+        for (int c = 0; c < n_cases; c++) {
+            double am, al, ah;
+            summarize(abs_v + (size_t)(t * n_cases + c) * reps, reps, &am, &al, &ah);
+            summarize(ratio + (size_t)(t * n_cases + c) * reps, reps, &m, &lo, &hi);
+            printf("  %-28s %-9s %6.1f %s  %.2f (%.2f..%.2f) of %s\n", cases[c].label,
+                   xi_dtype_name(cases[c].dt), am, cases[c].rows == 1 ? "GB/s  " : "GFLOP/s", m,
+                   lo, hi, cases[c].rows == 1 ? "bandwidth" : "FMA peak");
+        }
+    }
+    for (int t = 0; t < n_tl; t++) xi_pool_free(pools[t]);
+    for (int c = 0; c < n_cases; c++) case_free(&cases[c]);
+    xi_free_big(bwbuf, bw_bytes);
+    free(cases);
+    free(x);
+    free(y);
+    free(ybig);
+    free(ratio);
+    free(abs_v);
+    free(bw);
+    free(peak);
+    return 0;
+}
