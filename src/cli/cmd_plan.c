@@ -71,8 +71,8 @@ static int parse_args(int argc, char **argv, plan_args *a) {
         if (!strcmp(flag, "--json")) { a->json = 1; continue; }
         if (flag[0] != '-' && !a->model) { a->model = flag; continue; }
 #define VALUE(name) ((got = xi_arg_value(argc, argv, &i, name, &v)) != 0 && (got > 0 || (v = NULL, 1)))
-        if (VALUE("--model")) a->model = v;
-        else if (VALUE("--device")) a->device = v;
+        if (VALUE("--model")) { if (!v) goto bad; a->model = v; }
+        else if (VALUE("--device")) { if (!v) goto bad; a->device = v; }
         else if (VALUE("--memory-gb")) { if (!v || xi_parse_float(v, 0.01, 1e6, &a->memory_gb)) goto bad; }
         else if (VALUE("--bandwidth-gbs")) { if (!v || xi_parse_float(v, 0.01, 1e6, &a->bandwidth_gbs)) goto bad; }
         else if (VALUE("--quantization")) {
