@@ -20,22 +20,16 @@ static json_t *read_json(const char *path) {
     return j;
 }
 
-/* Load rel/tokenizer.json, let edit() change it, write it with the original
- * tokenizer_config.json into a fresh folder under the test's tmpdir and load that. */
-static xi_tokenizer *load_variant(const char *rel, void (*edit)(json_t *root), const char *sub) {
+/* Write root (and cfg when not NULL) into a fresh folder under the test's tmpdir and load it.
+ * Takes both references. */
+static xi_tokenizer *write_and_load(json_t *root, json_t *cfg, const char *sub) {
     char path[1024], err[512] = "";
-    snprintf(path, sizeof path, "%s/tokenizer.json", xi_test_data(rel));
-    json_t *root = read_json(path);
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", xi_test_data(rel));
-    json_t *cfg = read_json(path);
-    if (!root || !cfg) return NULL;
-    edit(root);
     snprintf(path, sizeof path, "%s/%s", xi_test_tmpdir(), sub);
     mkdir(path, 0755);
     snprintf(path, sizeof path, "%s/%s/tokenizer.json", xi_test_tmpdir(), sub);
-    int bad = json_dump_file(root, path, 0);
+    int bad = !root || json_dump_file(root, path, 0);
     snprintf(path, sizeof path, "%s/%s/tokenizer_config.json", xi_test_tmpdir(), sub);
-    bad |= json_dump_file(cfg, path, 0);
+    if (cfg) bad |= json_dump_file(cfg, path, 0);
     json_decref(root);
     json_decref(cfg);
     if (bad) return NULL;
@@ -43,6 +37,22 @@ static xi_tokenizer *load_variant(const char *rel, void (*edit)(json_t *root), c
     xi_tokenizer *t = xi_tokenizer_load(path, err, sizeof err);
     if (!t) xi_test_fail(__FILE__, __LINE__, "variant %s: %s", sub, err);
     return t;
+}
+
+/* rel/tokenizer.json changed by edit(), with the original tokenizer_config.json. */
+static xi_tokenizer *load_variant(const char *rel, void (*edit)(json_t *root), const char *sub) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokenizer.json", xi_test_data(rel));
+    json_t *root = read_json(path);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", xi_test_data(rel));
+    json_t *cfg = read_json(path);
+    if (!root || !cfg) {
+        json_decref(root);
+        json_decref(cfg);
+        return NULL;
+    }
+    edit(root);
+    return write_and_load(root, cfg, sub);
 }
 
 static int encode(const xi_tokenizer *t, const char *s, int add, int parse, int32_t **ids) {
@@ -203,17 +213,7 @@ static xi_tokenizer *tiny_byte_level(json_t *pre, const char *sub) {
                              pre, "added_tokens", json_array(), "decoder", "type", "ByteLevel",
                              "model", "type", "BPE", "vocab", vocab, "merges", "\xc4\xa0 I", "'",
                              "M");
-    char path[1024], err[512] = "";
-    snprintf(path, sizeof path, "%s/%s", xi_test_tmpdir(), sub);
-    mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/%s/tokenizer.json", xi_test_tmpdir(), sub);
-    int bad = !root || json_dump_file(root, path, 0);
-    json_decref(root);
-    if (bad) return NULL;
-    snprintf(path, sizeof path, "%s/%s", xi_test_tmpdir(), sub);
-    xi_tokenizer *t = xi_tokenizer_load(path, err, sizeof err);
-    if (!t) xi_test_fail(__FILE__, __LINE__, "%s: %s", sub, err);
-    return t;
+    return write_and_load(root, NULL, sub);
 }
 
 /* GPT-2's regex knows lower-case contractions only, so "'M" is punctuation + letter and the
