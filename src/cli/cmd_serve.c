@@ -11,7 +11,6 @@
 #include <time.h>
 
 #include "cli/cli.h"
-#include "server/engine_link.h"
 #include "server/serve_args.h"
 #include "server/server.h"
 
@@ -78,10 +77,6 @@ int cmd_serve(int argc, char **argv) {
         return 0;
     }
     for (int i = 0; i < a.n_notices; i++) fprintf(stderr, "WARN  xinfer serve: %s\n", a.notices[i]);
-    if (!xi_server_engine_linked()) {
-        fprintf(stderr, "xinfer serve: this build has no engine (src/api is missing)\n");
-        return 1;
-    }
     if (a.chat_template) {
         fprintf(stderr, "xinfer serve: --chat-template is not supported yet: the engine reads the template from tokenizer_config.json\n");
         return 2;

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/engine_link.h"
 #include "server/server_internal.h"
 
 typedef struct lp_copy {
@@ -698,6 +697,7 @@ static int submit_all(xi_job *j, xi_oai_error *e) {
             char param[64] = "";
             size_t k = strcspn(err, ": ");
             if (k < sizeof param && err[k] == ':') memcpy(param, err, k);
+            if (!strcmp(param, "prompt_ids")) strcpy(param, j->req.chat ? "messages" : "prompt");
             return xi_oai_fail(e, 400, param[0] ? param : NULL, "%s", err[0] ? err : "invalid request");
         }
     }

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/engine_link.h"
 
 #define MAX_STOP 64          /* OpenAI allows 4; vLLM any number; keep the matcher bounded */
 #define MAX_N 128
@@ -104,23 +103,6 @@ static json_t *parse_body(const char *body, size_t len, xi_oai_error *e) {
         return NULL;
     }
     return root;
-}
-
-static void default_params(xi_request_params *p) {
-    if (xi_request_params_default) {
-        xi_request_params_default(p);
-        return;
-    }
-    /* the values xinfer.h documents, for builds without the engine */
-    memset(p, 0, sizeof *p);
-    p->add_special_tokens = 1;
-    p->n = 1;
-    p->temperature = p->top_p = p->min_p = p->repetition_penalty = -1;
-    p->top_k = -2;
-    p->seed = -1;
-    p->max_tokens = -1;
-    p->logprobs = p->prompt_logprobs = -1;
-    p->skip_special_tokens = 1;
 }
 
 /* ---- prompts ----------------------------------------------------------------------------- */
@@ -431,7 +413,7 @@ static int parse_logprobs(xi_oai_request *r, json_t *body, xi_oai_error *e) {
 
 int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_oai_error *e) {
     memset(r, 0, sizeof *r);
-    default_params(&r->params);
+    xi_request_params_default(&r->params);
     r->chat = chat;
     r->n = 1;
     r->max_tokens = -1;

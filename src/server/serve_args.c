@@ -2,7 +2,6 @@
  * so that scripts move over unchanged; flags xinfer does not implement are either accepted
  * with a notice (when ignoring them cannot change what a client sees) or rejected by name. */
 #include "server/serve_args.h"
-#include "server/engine_link.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -334,7 +333,7 @@ int xi_serve_args_parse(xi_serve_args *a, int argc, char **argv,
                         const char *(*env_get)(const char *name),
                         int (*dir_exists)(const char *path), char *err, size_t errlen) {
     memset(a, 0, sizeof *a);
-    if (xi_engine_params_default) xi_engine_params_default(&a->engine);
+    xi_engine_params_default(&a->engine);
     a->host = "0.0.0.0";
     a->port = 8000;
     a->max_body_bytes = 32LL << 20;

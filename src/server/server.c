@@ -16,7 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/engine_link.h"
 
 /* ---- helpers shared with completion.c ----------------------------------------------------- */
 
