@@ -170,7 +170,7 @@ static json_t *plan_json(const xi_plan_model *m, const xi_plan_device *d, const 
 static void print_range(const char *unit, double lo, double hi) {
     if (lo <= 0) printf("unknown");
     else if (hi - lo < 0.005 * hi) printf("%.1f %s", lo, unit);
-    else printf("%.1f–%.1f %s", lo, hi, unit);
+    else printf("%.1f-%.1f %s", lo, hi, unit);
 }
 
 static void plan_text(const xi_plan_model *m, const xi_plan_device *d, const xi_plan *r) {
@@ -192,8 +192,9 @@ static void plan_text(const xi_plan_model *m, const xi_plan_device *d, const xi_
            "per device\n", r->device_bytes / GIB, r->util, r->usable_bytes / GIB,
            r->weights_per_device / GIB, r->overhead_bytes / GIB, r->kv_budget / GIB);
     if (r->fits)
-        printf("  concurrency   %lld sequences at %d tokens, %lld at %d tokens\n", (long long)r->max_seqs_full,
-               r->max_model_len, (long long)r->max_seqs_typical, r->typical_context);
+        printf("  concurrency   %lld sequence%s at %d tokens, %lld at %d tokens\n", (long long)r->max_seqs_full,
+               r->max_seqs_full == 1 ? "" : "s", r->max_model_len, (long long)r->max_seqs_typical,
+               r->typical_context);
     else
         printf("  concurrency   DOES NOT FIT at TP %d: not one %d-token sequence (%lld at %d tokens)\n", r->tp,
                r->max_model_len, (long long)r->max_seqs_typical, r->typical_context);
@@ -280,7 +281,7 @@ static int recommend(const plan_args *a, const xi_plan_model *m, xi_plan_device 
         char tok[48], rk[16];
         if (r->tok1_lo <= 0) snprintf(tok, sizeof tok, "unknown");
         else if (r->tok1_hi - r->tok1_lo < 0.005 * r->tok1_hi) snprintf(tok, sizeof tok, "%.1f", r->tok1_lo);
-        else snprintf(tok, sizeof tok, "%.1f–%.1f", r->tok1_lo, r->tok1_hi);
+        else snprintf(tok, sizeof tok, "%.1f-%.1f", r->tok1_lo, r->tok1_hi);
         if (list[i].ok) snprintf(rk, sizeof rk, "%d", ++rank);
         else snprintf(rk, sizeof rk, "no");
         printf("  %-4s %-12s %3d %8.2f GiB %8.2f GiB %10lld %10lld  %-22s %s\n", rk, list[i].d->key, r->tp,
@@ -356,8 +357,8 @@ static int guidance(const plan_args *a) {
             continue;
         }
         char tok1[32], tokh[32];
-        snprintf(tok1, sizeof tok1, "%.0f–%.0f", r.tok1_lo, r.tok1_hi);
-        snprintf(tokh, sizeof tokh, "%.0f–%.0f", u_lo, u_hi);
+        snprintf(tok1, sizeof tok1, "%.0f-%.0f", r.tok1_lo, r.tok1_hi);
+        snprintf(tokh, sizeof tokh, "%.0f-%.0f", u_lo, u_hi);
         if (r.tok1_hi - r.tok1_lo < 0.005 * r.tok1_hi) snprintf(tok1, sizeof tok1, "%.1f", r.tok1_lo);
         if (u_hi - u_lo < 0.005 * u_hi) snprintf(tokh, sizeof tokh, "%.1f", u_lo);
         printf("  %-40s %-14s %-5s %-9s %3d %5.1f GiB %5.1f GiB %8lld %8lld  %-13s %-13s %s\n",
