@@ -5,91 +5,9 @@
 #include <stdlib.h>
 
 #include "base/base.h"
-#include "model/model.h"
 #include "test.h"
+#include "test_engine_util.h"
 #include "xinfer.h"
-
-#define MAX_IDS 512
-#define MAX_SAMPLES 4
-
-typedef struct seq_out {
-    int32_t ids[MAX_IDS];
-    int n;
-    char text[4096];
-    size_t text_len;
-    xi_finish_reason fr;
-    int n_final;            /* events with a finish reason: must be exactly 1 */
-    int cached;
-    int stop_token;
-    const char *stop_reason;
-    float lp[MAX_IDS];
-    int n_plp;
-    float plp[MAX_IDS];
-} seq_out;
-
-typedef struct req_out {
-    seq_out s[MAX_SAMPLES];
-} req_out;
-
-static void on_output(void *user, const xi_output *o) {
-    req_out *r = user;
-    if (o->index < 0 || o->index >= MAX_SAMPLES) return;
-    seq_out *s = &r->s[o->index];
-    for (int i = 0; i < o->n_new && s->n < MAX_IDS; i++) {
-        if (o->logprobs) s->lp[s->n] = o->logprobs[i].logprob;
-        s->ids[s->n++] = o->new_ids[i];
-    }
-    if (s->text_len + o->text_len < sizeof s->text) {
-        memcpy(s->text + s->text_len, o->text, o->text_len);
-        s->text_len += o->text_len;
-        s->text[s->text_len] = 0;
-    }
-    if (o->prompt_logprobs) {
-        s->n_plp = o->n_prompt_logprobs;
-        for (int i = 0; i < o->n_prompt_logprobs && i < MAX_IDS; i++)
-            s->plp[i] = o->prompt_logprobs[i].logprob;
-    }
-    if (o->finish_reason != XI_FINISH_NONE) {
-        s->fr = o->finish_reason;
-        s->n_final++;
-        s->cached = o->cached_prompt_tokens;
-        s->stop_token = o->stop_token;
-        s->stop_reason = o->stop_reason;
-    }
-}
-
-static xi_engine *open_engine(const char *model, int kv_blocks, int budget, int max_seqs,
-                              int max_len, int caching) {
-    xi_engine_params p;
-    xi_engine_params_default(&p);
-    p.model_dir = xi_test_data(model);
-    p.n_threads = 1;
-    p.max_model_len = max_len;
-    p.max_num_batched_tokens = budget;
-    p.max_num_seqs = max_seqs;
-    p.enable_prefix_caching = caching;
-    /* size the pool in blocks: the block bytes follow from config.json */
-    xi_config cfg;
-    char err[256];
-    if (xi_config_load(&cfg, p.model_dir, err, sizeof err)) {
-        fprintf(stderr, "config: %s\n", err);
-        return NULL;
-    }
-    p.kv_cache_memory_bytes = xi_kv_block_bytes(&cfg, p.block_size, cfg.torch_dtype) * (kv_blocks + 1);
-    xi_config_free(&cfg);
-    xi_engine *e = xi_engine_open(&p, err, sizeof err);
-    if (!e) fprintf(stderr, "open: %s\n", err);
-    return e;
-}
-
-static int run_until_idle(xi_engine *e) {
-    int steps = 0, rc;
-    do {
-        rc = xi_engine_step(e);
-        steps++;
-    } while (rc > 0 && steps < 100000);
-    return rc < 0 ? -1 : steps;
-}
 
 /* Deterministic prompt i: BOS then ids from a small generator, within the vocabulary. */
 static int make_prompt(int i, int32_t *ids, int vocab, int len) {
