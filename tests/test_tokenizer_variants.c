@@ -191,10 +191,12 @@ TEST(test_tokenizer_added_token_flags_lstrip_rstrip_single_word_longest) {
 
 /* ---- GPT-2 ByteLevel regex ---- */
 
-/* A small byte-level tokenizer written at test time: the 256 GPT-2 byte characters plus the
- * merges "Ġ I" and "' M". pre is its pre_tokenizer. */
-static xi_tokenizer *tiny_byte_level(json_t *pre, const char *sub) {
-    json_t *vocab = json_object();
+/* A small byte-level tokenizer written at test time: the 256 GPT-2 byte characters (id = byte)
+ * plus merges of ASCII pairs, merged token i getting id 256 + i, so "Ġ I" -> "ĠI" = 256 when
+ * it is the first. pre is its pre_tokenizer. */
+static xi_tokenizer *tiny_byte_level(json_t *pre, const char *const merges[][2], int n_merges,
+                                     const char *sub) {
+    json_t *vocab = json_object(), *mj = json_array();
     int extra = 0;
     for (int b = 0; b < 256; b++) {
         /* GPT-2 bytes_to_unicode, written out independently of the library. */
@@ -207,14 +209,19 @@ static xi_tokenizer *tiny_byte_level(json_t *pre, const char *sub) {
         }
         json_object_set_new(vocab, u, json_integer(b));
     }
-    json_object_set_new(vocab, "\xc4\xa0I", json_integer(256));
-    json_object_set_new(vocab, "'M", json_integer(257));
-    json_t *root = json_pack("{s:o, s:o, s:{s:s}, s:{s:s, s:o, s:[s, [s, s]]}}", "pre_tokenizer",
-                             pre, "added_tokens", json_array(), "decoder", "type", "ByteLevel",
-                             "model", "type", "BPE", "vocab", vocab, "merges", "\xc4\xa0 I", "'",
-                             "M");
+    for (int i = 0; i < n_merges; i++) {
+        char both[16];
+        snprintf(both, sizeof both, "%s%s", merges[i][0], merges[i][1]);
+        json_object_set_new(vocab, both, json_integer(256 + i));
+        json_array_append_new(mj, json_pack("[s, s]", merges[i][0], merges[i][1]));
+    }
+    json_t *root = json_pack("{s:o, s:o, s:{s:s}, s:{s:s, s:o, s:o}}", "pre_tokenizer", pre,
+                             "added_tokens", json_array(), "decoder", "type", "ByteLevel", "model",
+                             "type", "BPE", "vocab", vocab, "merges", mj);
     return write_and_load(root, NULL, sub);
 }
+
+static const char *const contraction_merges[][2] = {{"\xc4\xa0", "I"}, {"'", "M"}};
 
 /* GPT-2's regex knows lower-case contractions only, so "'M" is punctuation + letter and the
  * "' M" merge cannot apply; Qwen2's case-insensitive regex keeps "'M" together. add_prefix_space
@@ -222,14 +229,16 @@ static xi_tokenizer *tiny_byte_level(json_t *pre, const char *sub) {
 TEST(test_tokenizer_bytelevel_gpt2_regex_and_prefix_space) {
     xi_tokenizer *g = tiny_byte_level(json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel",
                                                 "add_prefix_space", 1, "trim_offsets", 1,
-                                                "use_regex", 1), "gpt2");
+                                                "use_regex", 1),
+                                      contraction_merges, 2, "gpt2");
     xi_tokenizer *q = tiny_byte_level(
         json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b}]}", "type", "Sequence",
                   "pretokenizers", "type", "Split", "pattern", "Regex",
                   "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
                   "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
                   "behavior", "Isolated", "invert", 0, "type", "ByteLevel", "add_prefix_space", 0,
-                  "use_regex", 0), "qwen");
+                  "use_regex", 0),
+        contraction_merges, 2, "qwen");
     CHECK(g && q);
     int32_t *ids;
     int n = encode(g, "I'M", 0, 0, &ids);
@@ -260,4 +269,47 @@ TEST(test_tokenizer_bytelevel_gpt2_regex_and_prefix_space) {
     free(ids);
     xi_tokenizer_free(q);
     xi_tokenizer_free(g);
+}
+
+/* ---- Split behaviours ---- */
+
+static const char *const dash_merges[][2] = {
+    {"a", "-"}, {"-", "b"}, {"-", "-"}, {"a-", "-"}, {"\xc4\xa0", "-"}};
+enum { A_DASH = 256, DASH_B, DASH_DASH, A_DASH_DASH, SPACE_DASH };
+
+/* "a--b -b" split on " " (Isolated), then on "-" with each behaviour: which merges apply shows
+ * which pieces BPE saw. A delimiter never joins a piece of another input piece. */
+TEST(test_tokenizer_split_behaviors_shape_pieces) {
+    static const struct {
+        const char *behavior;
+        int invert;
+        int n;
+        int32_t ids[8];
+    } cases[] = {
+        {"Isolated", 0, 7, {'a', '-', '-', 'b', ' ', '-', 'b'}},
+        {"Removed", 0, 4, {'a', 'b', ' ', 'b'}},
+        {"MergedWithPrevious", 0, 6, {A_DASH, '-', 'b', ' ', '-', 'b'}},
+        {"MergedWithNext", 0, 5, {'a', '-', DASH_B, ' ', DASH_B}},
+        {"Contiguous", 0, 6, {'a', DASH_DASH, 'b', ' ', '-', 'b'}},
+        {"Removed", 1, 3, {'-', '-', '-'}},
+    };
+    for (size_t i = 0; i < XI_ARRAY_LEN(cases); i++) {
+        json_t *pre = json_pack(
+            "{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b}]}", "type",
+            "Sequence", "pretokenizers", "type", "Split", "pattern", "String", " ", "behavior",
+            "Isolated", "type", "Split", "pattern", "String", "-", "behavior", cases[i].behavior,
+            "invert", cases[i].invert, "type", "ByteLevel", "add_prefix_space", 0, "use_regex", 0);
+        char sub[32];
+        snprintf(sub, sizeof sub, "split%zu", i);
+        xi_tokenizer *t = tiny_byte_level(pre, dash_merges, 5, sub);
+        CHECK(t);
+        int32_t *ids;
+        int n = encode(t, "a--b -b", 0, 0, &ids);
+        char got[128] = "";
+        for (int k = 0; k < n; k++) snprintf(got + strlen(got), sizeof got - strlen(got), " %d", ids[k]);
+        CHECKF(n == cases[i].n && !memcmp(ids, cases[i].ids, (size_t)n * sizeof *ids),
+               "%s invert=%d: got%s", cases[i].behavior, cases[i].invert, got);
+        free(ids);
+        xi_tokenizer_free(t);
+    }
 }

@@ -91,9 +91,8 @@ static int pieces_add(pieces *p, const char *s, size_t len) {
     return 0;
 }
 
-/* Extend the last piece (MergedWithPrevious) or start one. */
+/* Append to the last piece (there is one: callers check). */
 static int pieces_extend(pieces *p, const char *s, size_t len) {
-    if (!p->n) return pieces_add(p, s, len);
     if (xi_buf_append(&p->text, s, len)) return -1;
     p->ends[p->n - 1] = p->text.len;
     return 0;
@@ -129,6 +128,8 @@ static int split_piece(const xi_pre_step *st, xi_regex_ws *w, const char *s, siz
     int pending_next = 0; /* MergedWithNext: a delimiter waits for the next span */
     size_t pend_start = 0;
     size_t prev_delim_end = SIZE_MAX; /* Contiguous: end of the last delimiter piece */
+    int prev_delim = 0;               /* the last non-empty span was a delimiter */
+    int first_out = out->n;           /* pieces before this belong to other input pieces */
     while (gap <= len) {
         size_t ms = len, me = len;
         int found = 0;
@@ -167,7 +168,12 @@ static int split_piece(const xi_pre_step *st, xi_regex_ws *w, const char *s, siz
                 if (!is_delim) rc = pieces_add(out, p, l);
                 break;
             case XI_SPLIT_MERGED_PREV:
-                rc = is_delim ? pieces_extend(out, p, l) : pieces_add(out, p, l);
+                /* A delimiter joins the span before it, if that is a non-delimiter of this
+                 * input piece; consecutive delimiters after the first stand alone. */
+                if (is_delim && !prev_delim && out->n > first_out)
+                    rc = pieces_extend(out, p, l);
+                else
+                    rc = pieces_add(out, p, l);
                 break;
             case XI_SPLIT_MERGED_NEXT:
                 if (is_delim) {
@@ -190,6 +196,7 @@ static int split_piece(const xi_pre_step *st, xi_regex_ws *w, const char *s, siz
                 break;
             }
             if (rc) return xi_errf(err, errlen, "out of memory");
+            prev_delim = is_delim;
         }
         if (!found) break;
         gap = pos = me;
