@@ -274,7 +274,7 @@ TEST(test_genmodel_rejects_bad_arguments) {
     const char *tools = getenv("XINFER_TOOLS");
     char cmd[512];
     const char *bad[] = {"--preset nope", "--preset tiny --dtype f8", "--preset tiny --awq --group-size 48",
-                         "--preset tiny --awq --dtype bf16"};
+                         "--preset tiny --awq --dtype bf16", "--preset tiny --layers two", "--preset tiny --seed -1"};
     for (size_t i = 0; i < XI_ARRAY_LEN(bad); i++) {
         snprintf(cmd, sizeof cmd, "%s/genmodel %s '%s/x' 2>&1", tools ? tools : "build/tools", bad[i],
                  xi_test_tmpdir());

@@ -464,11 +464,27 @@ static void usage(FILE *f) {
                "                [--layers N] [--seed S] [--tokenizer DIR] [--max-shard-mb MB] OUT_DIR\n"
                "presets:");
     for (size_t i = 0; i < XI_ARRAY_LEN(presets); i++) fprintf(f, " %s", presets[i].name);
-    fprintf(f, "\n");
+    fprintf(f, "\ndefaults: --dtype bf16 (f16 with --awq), --group-size 128, --seed 0, all layers,\n"
+               "          --max-shard-mb 2000, the Qwen2.5 tokenizer of the shared data for qwen presets\n");
+}
+
+/* The whole string must be a number in [lo, hi]; decimal or 0x hex. */
+static int parse_u64(const char *flag, const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 0);
+    if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi) {
+        fprintf(stderr, "genmodel: %s %s: expected a whole number in [%llu, %llu]\n", flag, v,
+                (unsigned long long)lo, (unsigned long long)hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
 }
 
 static int parse_args(opts *o, int argc, char **argv) {
     const char *dtype = NULL;
+    uint64_t num = 0;
     *o = (opts){.group = 128, .seed = 0, .max_shard = 2000ull * 1000 * 1000, .layers = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -494,15 +510,18 @@ static int parse_args(opts *o, int argc, char **argv) {
         } else if (!strcmp(a, "--awq")) {
             o->awq = 1;
         } else if (!strcmp(a, "--group-size")) {
-            o->group = atoi(v);
+            if (parse_u64(a, v, 1, 1 << 20, &num)) return -1;
+            o->group = (int)num;
         } else if (!strcmp(a, "--layers")) {
-            o->layers = atoi(v);
+            if (parse_u64(a, v, 0, 1000, &num)) return -1;
+            o->layers = (int)num;
         } else if (!strcmp(a, "--seed")) {
-            o->seed = strtoull(v, NULL, 0);
+            if (parse_u64(a, v, 0, UINT64_MAX, &o->seed)) return -1;
         } else if (!strcmp(a, "--tokenizer")) {
             o->tokenizer = v;
         } else if (!strcmp(a, "--max-shard-mb")) {
-            o->max_shard = strtoull(v, NULL, 0) * 1000 * 1000;
+            if (parse_u64(a, v, 1, 1000000, &num)) return -1;
+            o->max_shard = num * 1000 * 1000;
         } else if (a[0] == '-' || o->out) {
             fprintf(stderr, "genmodel: unexpected argument '%s'\n", a);
             return -1;
@@ -526,10 +545,6 @@ static int parse_args(opts *o, int argc, char **argv) {
         o->dtype = (xi_dtype)t;
     }
     if (o->layers < 0) o->layers = o->p->layers;
-    if (o->max_shard == 0) {
-        fprintf(stderr, "genmodel: --max-shard-mb must be positive\n");
-        return -1;
-    }
     const preset *p = o->p;
     if (o->awq && (o->group <= 0 || p->hidden % o->group || p->inter % o->group ||
                    (p->heads * p->head_dim) % o->group || (p->heads * p->head_dim) % 8 || p->hidden % 8 || p->inter % 8 ||
