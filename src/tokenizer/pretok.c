@@ -127,7 +127,6 @@ static int split_piece(const xi_pre_step *st, xi_regex_ws *w, const char *s, siz
     size_t pos = 0, gap = 0;
     int pending_next = 0; /* MergedWithNext: a delimiter waits for the next span */
     size_t pend_start = 0;
-    size_t prev_delim_end = SIZE_MAX; /* Contiguous: end of the last delimiter piece */
     int prev_delim = 0;               /* the last non-empty span was a delimiter */
     int first_out = out->n;           /* pieces before this belong to other input pieces */
     while (gap <= len) {
@@ -188,11 +187,11 @@ static int split_piece(const xi_pre_step *st, xi_regex_ws *w, const char *s, siz
                 }
                 break;
             case XI_SPLIT_CONTIGUOUS:
-                if (is_delim && prev_delim_end == (size_t)(p - s))
+                /* Spans alternate, so two delimiters in a row are adjacent in the text. */
+                if (is_delim && prev_delim && out->n > first_out)
                     rc = pieces_extend(out, p, l);
                 else
                     rc = pieces_add(out, p, l);
-                prev_delim_end = is_delim ? (size_t)(p - s) + l : SIZE_MAX;
                 break;
             }
             if (rc) return xi_errf(err, errlen, "out of memory");
