@@ -266,6 +266,19 @@ TEST(test_genmodel_shards_with_index_and_same_tensors) {
     }
     xi_st_close(s1);
     xi_st_close(s2);
+    /* inspect sees both files and counts every parameter once:
+     * 151936x64 embeddings + (2x64 norms + 2x64x64 q/o + 2x32x64 k/v + 128 biases + 3x128x64) + 64. */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s inspect '%s' --json", xi_test_bin(), b);
+    char *out = NULL;
+    CHECK_EQ(xi_test_run(cmd, &out), 0);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    CHECK(j);
+    CHECK_EQ(json_integer_value(json_object_get(j, "files")), 2);
+    CHECK_EQ(json_integer_value(json_object_get(j, "parameters")),
+             151936 * 64 + (128 + 2 * 4096 + 2 * 2048 + 128 + 3 * 8192) + 64);
+    json_decref(j);
     free(idx);
     free(single);
 }

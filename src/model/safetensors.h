@@ -1,7 +1,9 @@
 /* model/safetensors: read-only access to .safetensors files over mmap, single or sharded
  * (model.safetensors.index.json). Every header length, dtype, shape and [begin, end) offset
- * is validated against the file before any tensor is exposed. Not thread-safe to open/close;
- * lookups on an open set are read-only and may be shared. */
+ * is validated against the file before any tensor is exposed; errors name the file and the
+ * tensor. Different sets may be opened and closed from different threads; lookups on an open
+ * set are read-only and may be shared. data pointers are only as aligned as the file makes
+ * them (8 + header length + begin): read through memcpy or check before vector loads. */
 #ifndef XI_SAFETENSORS_H
 #define XI_SAFETENSORS_H
 
@@ -33,8 +35,9 @@ xi_st_set *xi_st_open_file(const char *path, char *err, size_t errlen);
 void xi_st_close(xi_st_set *s);
 
 int xi_st_count(const xi_st_set *s);
+/* Tensors in file order, and within a file in data-offset order. */
 const xi_st_tensor *xi_st_at(const xi_st_set *s, int i);
-/* NULL when absent. */
+/* O(log n) by name; NULL when absent. */
 const xi_st_tensor *xi_st_find(const xi_st_set *s, const char *name);
 /* Value of a string entry in a file's __metadata__ (first file that has it), or NULL. */
 const char *xi_st_metadata(const xi_st_set *s, const char *key);
