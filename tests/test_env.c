@@ -6,6 +6,7 @@
 #include "base/base.h"
 #include "ops/env.h"
 #include "test.h"
+#include "xinfer.h"
 
 #define FIX "tests/fixtures/env/"
 
@@ -366,4 +367,21 @@ TEST(test_env_cli_exit_codes_and_bad_arguments) {
         CHECKF(out && strstr(out, "xinfer env:"), "xinfer env %s: error line, got: %s", bad[i], out);
         free(out);
     }
+}
+
+TEST(test_env_cli_live_machine_reports_dispatcher_variant) {
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s env --json --no-python", xi_test_bin());
+    int rc = xi_test_run(cmd, &out);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    CHECK(j);
+    /* exit status and verdict agree, whatever this machine is */
+    CHECK_EQ(rc, json_is_true(json_object_get(j, "can_run")) ? 0 : 1);
+    CHECK_EQ(rc, json_integer_value(json_object_get(j, "exit_code")));
+    /* without --root the variant is the one the kernel dispatcher picks */
+    CHECK_STR(json_string_value(json_object_get(json_object_get(j, "cpu"), "kernels")),
+              xi_kernels_default_name());
+    CHECK(json_is_null(json_object_get(j, "python")));
+    json_decref(j);
 }

@@ -177,8 +177,13 @@ static void plan_text(const xi_plan_model *m, const xi_plan_device *d, const xi_
     printf("%s (%s): %.2f B parameters, %d layers, %d heads / %d KV heads x %d, %s\n", m->name, m->source,
            (double)r->w.params / 1e9, m->layers, m->heads, m->kv_heads, m->head_dim, m->dtype);
     printf("on %s, tensor parallel %d\n", d->name, r->tp);
-    printf("  quantization %s, KV cache %s, max-model-len %d, block size %d, typical context %d\n\n",
-           xi_plan_quant_name(r->quant), r->kv_dtype, r->max_model_len, r->block_size, r->typical_context);
+    char ckpt[64] = "";
+    if (m->quant_method[0])
+        snprintf(ckpt, sizeof ckpt, " (checkpoint: %s %d-bit, group %d)", m->quant_method, m->quant_bits,
+                 m->quant_group);
+    printf("  quantization %s%s, KV cache %s, max-model-len %d, block size %d, typical context %d\n\n",
+           xi_plan_quant_name(r->quant), ckpt, r->kv_dtype, r->max_model_len, r->block_size,
+           r->typical_context);
     printf("  weights       %.2f GiB = linear layers %.2f GiB", r->w.bytes / GIB, r->w.bytes_linear / GIB);
     if (r->w.bytes_linear_meta) printf(" (of which scales/zeros %.3f GiB)", r->w.bytes_linear_meta / GIB);
     printf(" + embeddings/lm_head %.2f GiB (16-bit) + norms/biases %.4f GiB\n", r->w.bytes_embed / GIB,
