@@ -96,12 +96,11 @@ void xi_env_probe_os(xi_env_os *o, const char *root) {
     }
     if (o->family == XI_OS_UOS) {
         char *ver = xi_rootfs_read(root, "/etc/os-version");
-        char minor[24] = "", edition[24] = "";
-        if (ver && xi_kv_get(ver, "MinorVersion", minor, sizeof minor))
-            xi_copy_str(o->minor, sizeof o->minor, minor);
-        if (ver && xi_kv_get(ver, "EditionName", edition, sizeof edition) && !o->edition[0] &&
-            xi_contains_ci(ver, "Server"))
-            xi_copy_str(o->edition, sizeof o->edition, "server");
+        char product[32] = "";
+        if (ver) xi_kv_get(ver, "MinorVersion", o->minor, sizeof o->minor);
+        /* os-release may not name the edition; os-version's ProductType does. */
+        if (ver && !o->edition[0] && xi_kv_get(ver, "ProductType", product, sizeof product))
+            xi_copy_str(o->edition, sizeof o->edition, !strcasecmp(product, "Server") ? "server" : "desktop");
         free(ver);
     }
 
