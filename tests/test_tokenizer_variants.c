@@ -193,9 +193,9 @@ TEST(test_tokenizer_added_token_flags_lstrip_rstrip_single_word_longest) {
 
 /* A small byte-level tokenizer written at test time: the 256 GPT-2 byte characters (id = byte)
  * plus merges of ASCII pairs, merged token i getting id 256 + i, so "Ġ I" -> "ĠI" = 256 when
- * it is the first. pre is its pre_tokenizer. */
-static xi_tokenizer *tiny_byte_level(json_t *pre, const char *const merges[][2], int n_merges,
-                                     const char *sub) {
+ * it is the first. norm and pre are its normalizer and pre_tokenizer (references taken). */
+static xi_tokenizer *tiny_byte_level_norm(json_t *norm, json_t *pre, const char *const merges[][2],
+                                          int n_merges, const char *sub) {
     json_t *vocab = json_object(), *mj = json_array();
     int extra = 0;
     for (int b = 0; b < 256; b++) {
@@ -215,10 +215,15 @@ static xi_tokenizer *tiny_byte_level(json_t *pre, const char *const merges[][2],
         json_object_set_new(vocab, both, json_integer(256 + i));
         json_array_append_new(mj, json_pack("[s, s]", merges[i][0], merges[i][1]));
     }
-    json_t *root = json_pack("{s:o, s:o, s:{s:s}, s:{s:s, s:o, s:o}}", "pre_tokenizer", pre,
-                             "added_tokens", json_array(), "decoder", "type", "ByteLevel", "model",
-                             "type", "BPE", "vocab", vocab, "merges", mj);
+    json_t *root = json_pack("{s:o, s:o, s:o, s:{s:s}, s:{s:s, s:o, s:o}}", "normalizer", norm,
+                             "pre_tokenizer", pre, "added_tokens", json_array(), "decoder", "type",
+                             "ByteLevel", "model", "type", "BPE", "vocab", vocab, "merges", mj);
     return write_and_load(root, NULL, sub);
+}
+
+static xi_tokenizer *tiny_byte_level(json_t *pre, const char *const merges[][2], int n_merges,
+                                     const char *sub) {
+    return tiny_byte_level_norm(json_null(), pre, merges, n_merges, sub);
 }
 
 static const char *const contraction_merges[][2] = {{"\xc4\xa0", "I"}, {"'", "M"}};
@@ -309,6 +314,73 @@ TEST(test_tokenizer_split_behaviors_shape_pieces) {
         for (int k = 0; k < n; k++) snprintf(got + strlen(got), sizeof got - strlen(got), " %d", ids[k]);
         CHECKF(n == cases[i].n && !memcmp(ids, cases[i].ids, (size_t)n * sizeof *ids),
                "%s invert=%d: got%s", cases[i].behavior, cases[i].invert, got);
+        free(ids);
+        xi_tokenizer_free(t);
+    }
+}
+
+/* ---- character-class pre-tokenizers and normalizers ---- */
+
+static const char *const class_merges[][2] = {
+    {"1", "2"}, {"a", "!"}, {"a", "b"}, {"f", "i"}};
+enum { ONE_TWO = 256, A_BANG, A_B, F_I };
+
+TEST(test_tokenizer_digits_punctuation_whitespace_pretokenizers) {
+    static const struct {
+        const char *pre; /* JSON of the pre-tokenizer before ByteLevel */
+        const char *text;
+        int n;
+        int32_t ids[8];
+    } cases[] = {
+        {"{\"type\": \"Digits\", \"individual_digits\": true}", "a123", 4, {'a', '1', '2', '3'}},
+        {"{\"type\": \"Digits\", \"individual_digits\": false}", "a123", 3, {'a', ONE_TWO, '3'}},
+        {"{\"type\": \"Punctuation\", \"behavior\": \"Isolated\"}", "a!b", 3, {'a', '!', 'b'}},
+        {"{\"type\": \"Whitespace\"}", "ab  a!", 3, {A_B, 'a', '!'}},
+        {"{\"type\": \"WhitespaceSplit\"}", "ab  a!", 2, {A_B, A_BANG}},
+    };
+    for (size_t i = 0; i < XI_ARRAY_LEN(cases); i++) {
+        json_error_t je;
+        json_t *first = json_loads(cases[i].pre, 0, &je);
+        CHECKF(first, "%s", je.text);
+        json_t *pre = json_pack("{s:s, s:[o, {s:s, s:b, s:b}]}", "type", "Sequence",
+                                "pretokenizers", first, "type", "ByteLevel", "add_prefix_space", 0,
+                                "use_regex", 0);
+        char sub[32];
+        snprintf(sub, sizeof sub, "class%zu", i);
+        xi_tokenizer *t = tiny_byte_level(pre, class_merges, 4, sub);
+        CHECK(t);
+        int32_t *ids;
+        int n = encode(t, cases[i].text, 0, 0, &ids);
+        CHECKF(n == cases[i].n && !memcmp(ids, cases[i].ids, (size_t)n * sizeof *ids),
+               "%s on '%s': %d ids", cases[i].pre, cases[i].text, n);
+        free(ids);
+        xi_tokenizer_free(t);
+    }
+}
+
+TEST(test_tokenizer_nfkc_nfd_lowercase_normalizers) {
+    static const struct {
+        const char *type, *text;
+        int n;
+        int32_t ids[4];
+    } cases[] = {
+        {"NFKC", "\xef\xac\x81", 1, {F_I}},               /* U+FB01 ligature -> "fi" */
+        {"NFD", "\xc3\xa9", 3, {'e', 0xcc, 0x81}},          /* e + combining acute */
+        {"NFC", "e\xcc\x81", 2, {0xc3, 0xa9}},              /* composed again */
+        {"Lowercase", "AB", 1, {A_B}},
+    };
+    for (size_t i = 0; i < XI_ARRAY_LEN(cases); i++) {
+        json_t *pre = json_pack("{s:s, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 0,
+                                "use_regex", 0);
+        char sub[32];
+        snprintf(sub, sizeof sub, "norm%zu", i);
+        xi_tokenizer *t = tiny_byte_level_norm(json_pack("{s:s}", "type", cases[i].type), pre,
+                                               class_merges, 4, sub);
+        CHECK(t);
+        int32_t *ids;
+        int n = encode(t, cases[i].text, 0, 0, &ids);
+        CHECKF(n == cases[i].n && !memcmp(ids, cases[i].ids, (size_t)n * sizeof *ids),
+               "%s: %d ids, first %d", cases[i].type, n, n ? ids[0] : -1);
         free(ids);
         xi_tokenizer_free(t);
     }

@@ -257,18 +257,30 @@ static int normalize(const xi_tokenizer *t, const char *text, size_t len, xi_buf
         const xi_norm_step *n = &t->norm[i];
         xi_buf next = {0};
         int rc = 0;
-        if (n->kind == XI_NORM_NFC) {
+        if (n->kind == XI_NORM_UNICODE) {
             utf8proc_uint8_t *dst = NULL;
             utf8proc_ssize_t r = out->len ? utf8proc_map((const utf8proc_uint8_t *)out->data,
                                                          (utf8proc_ssize_t)out->len, &dst,
-                                                         UTF8PROC_STABLE | UTF8PROC_COMPOSE)
+                                                         (utf8proc_option_t)n->utf8proc_options)
                                           : 0;
             if (r < 0) {
                 xi_buf_free(&next);
-                return xi_errf(err, errlen, "NFC normaliser: %s", utf8proc_errmsg(r));
+                return xi_errf(err, errlen, "Unicode normaliser: %s", utf8proc_errmsg(r));
             }
             rc = xi_buf_append(&next, dst ? (char *)dst : "", (size_t)r);
             free(dst);
+        } else if (n->kind == XI_NORM_LOWERCASE) {
+            /* Input was validated, so iterate cannot fail; simple (1:1) case mapping. */
+            for (size_t p = 0; p < out->len && !rc;) {
+                utf8proc_int32_t cp;
+                utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)out->data + p,
+                                                      (utf8proc_ssize_t)(out->len - p), &cp);
+                utf8proc_uint8_t enc[4];
+                utf8proc_ssize_t el = utf8proc_encode_char(utf8proc_tolower(cp), enc);
+                rc = k <= 0 || xi_buf_append(&next, enc, (size_t)el);
+                p += k > 0 ? (size_t)k : 1;
+            }
+            rc |= xi_buf_append(&next, "", 0);
         } else if (n->kind == XI_NORM_PREPEND) {
             /* Hugging Face prepends only to non-empty text. */
             if (out->len) rc = xi_buf_append(&next, n->a, strlen(n->a));

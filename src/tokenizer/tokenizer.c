@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 /* GPT-2's pre-tokenizer regex, used by ByteLevel with use_regex and by vocab.json folders. */
 static const char gpt2_regex[] =
@@ -226,8 +227,24 @@ static int add_norm(xi_tokenizer *t, const json_t *n, char *err, size_t errlen) 
     }
     if (t->n_norm == (int)XI_ARRAY_LEN(t->norm)) return xi_errf(err, errlen, "too many normalizers");
     xi_norm_step *s = &t->norm[t->n_norm];
-    if (!strcmp(type, "NFC")) {
-        s->kind = XI_NORM_NFC;
+    static const struct {
+        const char *name;
+        int options;
+    } forms[] = {
+        {"NFC", UTF8PROC_STABLE | UTF8PROC_COMPOSE},
+        {"NFD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE},
+        {"NFKC", UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT},
+        {"NFKD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT},
+    };
+    for (size_t k = 0; k < XI_ARRAY_LEN(forms); k++)
+        if (!strcmp(type, forms[k].name)) {
+            s->kind = XI_NORM_UNICODE;
+            s->utf8proc_options = forms[k].options;
+            t->n_norm++;
+            return 0;
+        }
+    if (!strcmp(type, "Lowercase")) {
+        s->kind = XI_NORM_LOWERCASE;
     } else if (!strcmp(type, "Prepend")) {
         s->kind = XI_NORM_PREPEND;
         if (!jstr(n, "prepend")) return xi_errf(err, errlen, "Prepend normalizer without 'prepend'");
@@ -278,6 +295,27 @@ static int add_pre(xi_tokenizer *t, const json_t *p, char *err, size_t errlen) {
         s->invert = jbool(p, "invert", 0);
         s->re = xi_regex_compile(re ? re : lit, !re, err, errlen);
         if (!s->re) return -1;
+    } else if (!strcmp(type, "Digits") || !strcmp(type, "Punctuation") ||
+               !strcmp(type, "Whitespace") || !strcmp(type, "WhitespaceSplit")) {
+        /* The character-class pre-tokenizers are Splits by a fixed regex. */
+        s->kind = XI_PRE_SPLIT;
+        const char *re;
+        if (type[0] == 'D') {
+            re = "\\p{N}";
+            s->behavior = jbool(p, "individual_digits", 0) ? XI_SPLIT_ISOLATED : XI_SPLIT_CONTIGUOUS;
+        } else if (type[0] == 'P') {
+            re = "[\\p{P}!-/:-@\\[-`{-~]"; /* Unicode punctuation or any ASCII punctuation */
+            s->behavior = split_behavior(jstr(p, "behavior"));
+            if (s->behavior < 0) return xi_errf(err, errlen, "Punctuation behavior '%s' is not supported", jstr(p, "behavior"));
+        } else if (!strcmp(type, "Whitespace")) {
+            re = "\\w+|[^\\w\\s]+"; /* keep words and symbol runs, drop the rest */
+            s->behavior = XI_SPLIT_REMOVED;
+            s->invert = 1;
+        } else {
+            re = "\\s+";
+            s->behavior = XI_SPLIT_REMOVED;
+        }
+        if (!(s->re = xi_regex_compile(re, 0, err, errlen))) return -1;
     } else if (!strcmp(type, "ByteLevel")) {
         s->kind = XI_PRE_BYTELEVEL;
         s->add_prefix_space = jbool(p, "add_prefix_space", 0);
@@ -506,7 +544,8 @@ static int load_vocab_merges(xi_tokenizer *t, const char *dir, const json_t *cfg
     const char *cls = cfg ? jstr(cfg, "tokenizer_class") : NULL;
     xi_pre_step *s = &t->pre[t->n_pre++];
     if (cls && !strncmp(cls, "Qwen2", 5)) {
-        t->norm[t->n_norm++].kind = XI_NORM_NFC;
+        t->norm[t->n_norm].kind = XI_NORM_UNICODE;
+        t->norm[t->n_norm++].utf8proc_options = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
         s->kind = XI_PRE_SPLIT;
         s->behavior = XI_SPLIT_ISOLATED;
         if (!(s->re = xi_regex_compile(qwen2_regex, 0, err, errlen))) return -1;

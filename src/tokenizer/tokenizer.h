@@ -94,10 +94,11 @@ typedef struct xi_added_token {
     uint8_t special, lstrip, rstrip, single_word;
 } xi_added_token;
 
-enum { XI_NORM_NFC, XI_NORM_PREPEND, XI_NORM_REPLACE };
+enum { XI_NORM_UNICODE, XI_NORM_LOWERCASE, XI_NORM_PREPEND, XI_NORM_REPLACE };
 typedef struct xi_norm_step {
     int kind;
-    char *a, *b; /* Prepend: a = text; Replace: a = pattern, b = content; owned */
+    int utf8proc_options; /* Unicode: NFC, NFD, NFKC or NFKD as utf8proc_map options */
+    char *a, *b;          /* Prepend: a = text; Replace: a = pattern, b = content; owned */
 } xi_norm_step;
 
 enum { XI_PRE_SPLIT, XI_PRE_BYTELEVEL, XI_PRE_METASPACE };
