@@ -3,7 +3,7 @@
 CC      ?= cc
 BUILD   ?= build
 PKG_CONFIG ?= pkg-config
-PKGS    := jansson libpcre2-8 libmicrohttpd libutf8proc libxxhash
+PKGS    := jansson libpcre2-8 libmicrohttpd libutf8proc libxxhash libcurl
 OPT     ?= -O2
 TRIPLE  := $(shell $(CC) -dumpmachine)
 
