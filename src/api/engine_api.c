@@ -13,6 +13,7 @@
 #include "engine/core.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "xinfer.h"
 
@@ -23,6 +24,8 @@ struct xi_engine {
     char kv_dtype_name[16], quant_name[16];
     xi_model *model;
     xi_tokenizer *tok;
+    xi_chat_template *chat;   /* parsed tokenizer_config.json chat_template, or NULL */
+    char chat_err[256];       /* why chat is NULL: none in the model, or its parse error */
     xi_kv_store *kv;
     xi_core core;
     int core_ok;
@@ -217,6 +220,12 @@ xi_engine *xi_engine_open(const xi_engine_params *params, char *err, size_t errl
     if (!e->model) goto fail;
     e->tok = xi_tokenizer_load(params->model_dir, err, errlen);
     if (!e->tok) goto fail;
+    /* A template that fails to parse only disables chat: completions still work. */
+    const char *tmpl = xi_tokenizer_chat_template(e->tok);
+    if (!tmpl)
+        snprintf(e->chat_err, sizeof e->chat_err, "chat template: the model's tokenizer_config.json has none");
+    else if (!(e->chat = xi_chat_template_parse(tmpl, e->chat_err, sizeof e->chat_err)))
+        XI_WARN("%s", e->chat_err);
     const xi_config *cfg = xi_model_config(e->model);
     if (load_defaults(e, cfg, err, errlen)) goto fail;
     for (int i = 0; i < cfg->n_eos && e->n_eos < XI_MAX_EOS; i++) e->eos[e->n_eos++] = cfg->eos_ids[i];
@@ -391,6 +400,7 @@ void xi_engine_close(xi_engine *e) {
         xi_group_free(g);
     }
     xi_kv_store_free(e->kv);
+    xi_chat_template_free(e->chat);
     xi_tokenizer_free(e->tok);
     xi_model_free(e->model);
     free(e->aborts);
@@ -584,13 +594,21 @@ char *xi_engine_detokenize(const xi_engine *e, const int32_t *ids, int n, int sk
 char *xi_engine_apply_chat_template(const xi_engine *e, const char *messages_json,
                                     const char *tools_json, int add_generation_prompt,
                                     int continue_final_message, char *err, size_t errlen) {
-    (void)messages_json;
-    (void)tools_json;
-    (void)add_generation_prompt;
-    (void)continue_final_message;
-    if (!xi_tokenizer_chat_template(e->tok))
-        xi_errf(err, errlen, "chat template: the model's tokenizer_config.json has none");
-    else
-        xi_errf(err, errlen, "chat template: rendering is not available in this build yet");
-    return NULL;
+    if (!e->chat) {
+        xi_errf(err, errlen, "%s", e->chat_err);
+        return NULL;
+    }
+    if (!messages_json) {
+        xi_errf(err, errlen, "messages: missing");
+        return NULL;
+    }
+    xi_chat_render_params rp = {
+        .messages_json = messages_json,
+        .tools_json = tools_json,
+        .add_generation_prompt = add_generation_prompt && !continue_final_message,
+        .continue_final_message = continue_final_message,
+        .bos_token = xi_tokenizer_bos_token(e->tok),
+        .eos_token = xi_tokenizer_eos_token(e->tok),
+    };
+    return xi_chat_template_render_ex(e->chat, &rp, err, errlen);
 }
