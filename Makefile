@@ -16,7 +16,7 @@ LDFLAGS += -fsanitize=address,undefined
 endif
 
 LIB_DIRS := src/base src/tensor src/kernels src/model src/tokenizer src/sample \
-            src/engine src/api src/ops
+            src/engine src/api src/ops src/loadgen src/hub
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 ifneq (,$(findstring x86_64,$(TRIPLE)))
 LIB_SRC  += $(wildcard src/kernels/x86/*.c)
