@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# CI: end-to-end tests of `xinfer serve` through real HTTP (openai npm SDK + curl).
+# Usage: .ci/server.sh [BINARY...]  (default build/xinfer; CI also passes build-asan/xinfer).
+# Needs Node.js >= 18 with npm, curl, and the models under $XINFER_TEST_DATA (../shared/data).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export XINFER_TEST_DATA="${XINFER_TEST_DATA:-$(cd .. && pwd)/shared/data}"
+bins=("$@")
+[ ${#bins[@]} -eq 0 ] && bins=(build/xinfer)
+
+(cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
+
+for b in "${bins[@]}"; do
+    [ -x "$b" ] || { echo "server.sh: $b is not built" >&2; exit 1; }
+    echo "== xinfer serve end-to-end tests: $b"
+    # leaks are checked at exit of each server; halt_on_error keeps a failing ASan run loud
+    (cd tests/e2e && XINFER_BIN="$(cd ../.. && pwd)/$b" \
+        ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1}" \
+        node --test --test-concurrency=1 ./*.test.mjs)
+done
