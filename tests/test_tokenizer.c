@@ -394,3 +394,24 @@ TEST(test_tokenizer_cli_encodes_decodes_and_rejects_bad_input) {
     CHECK(strstr(out, "9999"));
     free(out);
 }
+
+TEST(test_tokenizer_load_names_malformed_added_tokens_json) {
+    static const char *const names[] = {"vocab.json", "merges.txt"};
+    const char *dir = link_folder("tokenizers/qwen2.5", names, 2);
+    CHECK(dir);
+    char path[1024], err[512] = "";
+    snprintf(path, sizeof path, "%s/added_tokens.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fputs("{\"<|x|>\": 151643,", f);
+    fclose(f);
+    CHECK(xi_tokenizer_load(dir, err, sizeof err) == NULL);
+    CHECKF(strstr(err, "added_tokens.json"), "%s", err);
+    /* Without it the folder loads as a GPT-2 style byte-level BPE. */
+    CHECK(unlink(path) == 0);
+    xi_tokenizer *t = xi_tokenizer_load(dir, err, sizeof err);
+    CHECKF(t, "%s", err);
+    CHECK_EQ(xi_tokenizer_vocab_size(t), 151643);
+    CHECK_EQ(xi_tokenizer_bos_id(t), -1);
+    xi_tokenizer_free(t);
+}

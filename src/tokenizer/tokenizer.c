@@ -505,7 +505,9 @@ static int load_vocab_merges(xi_tokenizer *t, const char *dir, const json_t *cfg
     json_decref(vocab);
     if (rc) return -1;
     if (cfg && read_config_added(t, cfg, err, errlen)) return xi_err_prefix(err, errlen, "tokenizer_config.json");
-    json_t *extra = load_json(dir, "added_tokens.json", 0, err, errlen);
+    char jerr[512] = "";
+    json_t *extra = load_json(dir, "added_tokens.json", 0, jerr, sizeof jerr);
+    if (jerr[0]) return xi_errf(err, errlen, "%s", jerr);
     const char *key;
     json_t *v;
     json_object_foreach(extra, key, v) {
