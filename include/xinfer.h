@@ -40,6 +40,8 @@ typedef struct xi_engine_params {
     uint64_t seed;                  /* engine seed for requests without one */
     const char *generation_config;  /* "auto" (generation_config.json defaults), "vllm" (none), or a folder */
     const char *kernels;            /* NULL/"auto", or force "ref", "avx2", ... */
+    const char *chat_template;      /* NULL: tokenizer_config.json's; else Jinja source text
+                                       (`--chat-template FILE`), copied by xi_engine_open */
 } xi_engine_params;
 
 void xi_engine_params_default(xi_engine_params *p);

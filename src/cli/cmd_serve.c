@@ -59,6 +59,30 @@ static void log_stats(xi_engine *e, xi_engine_stats *prev, double *prev_t) {
     *prev_t = now;
 }
 
+/* --chat-template: a file, or (as vLLM allows) the template itself in one line. */
+static char *read_template(const char *arg, char *err, size_t errlen) {
+    FILE *f = fopen(arg, "rb");
+    if (!f) {
+        if (strstr(arg, "{%") || strstr(arg, "{{")) return strdup(arg);
+        snprintf(err, errlen, "--chat-template %s: cannot read the file", arg);
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    char buf[65536];
+    size_t n;
+    while (m && (n = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, n, m);
+    int bad = ferror(f);
+    fclose(f);
+    if (!m || fclose(m) || bad) {
+        free(text);
+        snprintf(err, errlen, "--chat-template %s: read error", arg);
+        return NULL;
+    }
+    return text;
+}
+
 static double mono(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -77,10 +101,12 @@ int cmd_serve(int argc, char **argv) {
         return 0;
     }
     for (int i = 0; i < a.n_notices; i++) fprintf(stderr, "WARN  xinfer serve: %s\n", a.notices[i]);
-    if (a.chat_template) {
-        fprintf(stderr, "xinfer serve: --chat-template is not supported yet: the engine reads the template from tokenizer_config.json\n");
+    char *chat_template = NULL;
+    if (a.chat_template && !(chat_template = read_template(a.chat_template, err, sizeof err))) {
+        fprintf(stderr, "xinfer serve: %s\n", err);
         return 2;
     }
+    a.engine.chat_template = chat_template;
 
     /* Signals are taken synchronously by this thread; every thread started from here on
      * inherits the mask, so none of them is interrupted. */
@@ -95,6 +121,7 @@ int cmd_serve(int argc, char **argv) {
     int fd = xi_server_listen(a.host, a.port, a.uds, &port, err, sizeof err);
     if (fd < 0) {
         fprintf(stderr, "xinfer serve: %s\n", err);
+        free(chat_template);
         return 1;
     }
     xi_server_config cfg = {
@@ -109,10 +136,13 @@ int cmd_serve(int argc, char **argv) {
     xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
     if (!srv) {
         fprintf(stderr, "xinfer serve: %s\n", err);
+        free(chat_template);
         return 1;
     }
     xi_srv_log("loading %s", a.model_path);
     xi_engine *eng = xi_engine_open(&a.engine, err, sizeof err);
+    free(chat_template); /* the engine parsed its own copy */
+    a.engine.chat_template = NULL;
     if (!eng || xi_engine_start(eng, err, sizeof err)) {
         fprintf(stderr, "xinfer serve: %s\n", err);
         xi_server_free(srv);
