@@ -415,3 +415,45 @@ TEST(test_tokenizer_load_names_malformed_added_tokens_json) {
     CHECK_EQ(xi_tokenizer_bos_id(t), -1);
     xi_tokenizer_free(t);
 }
+
+/* A truncated or wrongly typed tokenizer.json is an error value, never a crash. */
+TEST(test_tokenizer_load_rejects_broken_tokenizer_json) {
+    size_t len;
+    char err[512];
+    char *full = xi_read_file(xi_test_data("models/stories260K/tokenizer.json"), &len, err, sizeof err);
+    CHECK(full);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokenizer.json", xi_test_tmpdir());
+    for (int k = 1; k < 24; k++) {
+        FILE *f = fopen(path, "w");
+        CHECK(f);
+        fwrite(full, 1, len * (size_t)k / 24, f);
+        fclose(f);
+        err[0] = 0;
+        CHECK(xi_tokenizer_load(xi_test_tmpdir(), err, sizeof err) == NULL);
+        CHECKF(strstr(err, "tokenizer.json"), "cut at %d/24: %s", k, err);
+    }
+    static const char *const broken[] = {
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": \"x\"}, \"merges\": []}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -4}, \"merges\": []}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [[\"a\"]]}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\":"
+        " {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\":"
+        " [{\"id\": 99999999, \"content\": \"<x>\"}]}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"post_processor\":"
+        " {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}],"
+        " \"special_tokens\": {\"<s>\": {\"ids\": [7]}}}}",
+    };
+    for (size_t i = 0; i < XI_ARRAY_LEN(broken); i++) {
+        FILE *f = fopen(path, "w");
+        CHECK(f);
+        fputs(broken[i], f);
+        fclose(f);
+        err[0] = 0;
+        CHECKF(xi_tokenizer_load(xi_test_tmpdir(), err, sizeof err) == NULL, "case %zu loaded", i);
+        CHECKF(err[0], "case %zu: no message", i);
+    }
+    free(full);
+}
