@@ -57,6 +57,7 @@ typedef struct job_choice {
     size_t text_len, text_cap;
     json_t *lp;                      /* logprobs being built, or NULL */
     size_t text_offset;              /* completions logprobs: bytes of text so far */
+    int32_t prev_token;              /* the token before the next logprobs entry */
     int started;                     /* echo and first chunk written */
     xi_finish_reason finish;
     char *stop_reason;
@@ -302,8 +303,24 @@ static void sse_send(xi_job *j, json_t *o) {
     free(s);
 }
 
-static char *token_text(xi_job *j, int32_t id) {
+/* A token's text as it reads in context: decoded after the token before it, so that
+ * SentencePiece's word-initial space survives (alone, "▁time" decodes to "time"). */
+static char *token_text(xi_job *j, int32_t prev, int32_t id) {
     char err[128];
+    if (prev >= 0) {
+        int32_t pair[2] = {prev, id};
+        char *both = xi_engine_detokenize(j->eng, pair, 2, 0, err, sizeof err);
+        char *first = xi_engine_detokenize(j->eng, pair, 1, 0, err, sizeof err);
+        if (both && first && !strncmp(both, first, strlen(first))) {
+            char *t = strdup(both + strlen(first));
+            free(both);
+            free(first);
+            if (t) return t;
+        } else {
+            free(both);
+            free(first);
+        }
+    }
     char *t = xi_engine_detokenize(j->eng, &id, 1, 0, err, sizeof err);
     return t ? t : strdup("");
 }
@@ -320,13 +337,13 @@ static json_t *lp_value(float lp) {
 }
 
 /* Chat logprobs: [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}] */
-static json_t *chat_lp_entries(xi_job *j, const lp_copy *l, int n) {
+static json_t *chat_lp_entries(xi_job *j, int32_t *prev, const lp_copy *l, int n) {
     json_t *a = json_array();
     for (int i = 0; i < n; i++) {
-        char *t = token_text(j, l[i].token);
+        char *t = token_text(j, *prev, l[i].token);
         json_t *top = json_array();
         for (int k = 0; k < l[i].n_top && k < j->req.logprobs; k++) {
-            char *tt = token_text(j, l[i].top[k].token);
+            char *tt = token_text(j, *prev, l[i].top[k].token);
             json_array_append_new(top, json_pack("{s:s, s:o, s:o}", "token", tt, "logprob",
                                                  lp_value(l[i].top[k].logprob), "bytes", bytes_of(tt)));
             free(tt);
@@ -335,17 +352,18 @@ static json_t *chat_lp_entries(xi_job *j, const lp_copy *l, int n) {
                                            lp_value(l[i].logprob), "bytes", bytes_of(t),
                                            "top_logprobs", top));
         free(t);
+        *prev = l[i].token;
     }
     return a;
 }
 
 /* Completions logprobs: parallel arrays; prompt entries (echo) have a null first logprob. */
-static void completion_lp_add(xi_job *j, json_t *lp, size_t *offset, const lp_copy *l, int n,
-                              int prompt) {
+static void completion_lp_add(xi_job *j, json_t *lp, size_t *offset, int32_t *prev,
+                              const lp_copy *l, int n, int prompt) {
     json_t *tokens = json_object_get(lp, "tokens"), *tlp = json_object_get(lp, "token_logprobs");
     json_t *top = json_object_get(lp, "top_logprobs"), *off = json_object_get(lp, "text_offset");
     for (int i = 0; i < n; i++) {
-        char *t = token_text(j, l[i].token);
+        char *t = token_text(j, *prev, l[i].token);
         json_array_append_new(tokens, json_string(t));
         json_array_append_new(off, json_integer((json_int_t)*offset));
         *offset += strlen(t);
@@ -356,13 +374,14 @@ static void completion_lp_add(xi_job *j, json_t *lp, size_t *offset, const lp_co
         } else {
             json_t *d = json_object();
             for (int k = 0; k < l[i].n_top && k < j->req.logprobs; k++) {
-                char *tt = token_text(j, l[i].top[k].token);
+                char *tt = token_text(j, *prev, l[i].top[k].token);
                 json_object_set_new(d, tt, lp_value(l[i].top[k].logprob));
                 free(tt);
             }
             json_array_append_new(top, d);
         }
         free(t);
+        *prev = l[i].token;
     }
 }
 
@@ -425,18 +444,22 @@ static void consume(xi_job *j, job_event *ev) {
     if (j->req.chat && want_lp && !j->req.stream && !c->lp) c->lp = json_pack("{s:[]}", "content");
     if (!c->started) {
         c->started = 1;
+        c->prev_token = sub->n_prompt > 0 ? sub->ids[sub->n_prompt - 1] : -1;
         if (j->req.echo && sub->echo_text) {
             prefix = sub->echo_text;
-            if (lp && sub->plps) completion_lp_add(j, lp, &c->text_offset, sub->plps, sub->n_plps, 1);
+            if (lp && sub->plps) {
+                int32_t none = -1;
+                completion_lp_add(j, lp, &c->text_offset, &none, sub->plps, sub->n_plps, 1);
+            }
         }
     }
-    if (lp && ev->lps) completion_lp_add(j, lp, &c->text_offset, ev->lps, ev->n_ids, 0);
+    if (lp && ev->lps) completion_lp_add(j, lp, &c->text_offset, &c->prev_token, ev->lps, ev->n_ids, 0);
 
     if (!j->req.stream) {
         if (prefix) text_append(c, prefix, strlen(prefix));
         text_append(c, ev->text ? ev->text : "", ev->text_len);
         if (j->req.chat && c->lp && ev->lps) {
-            json_t *entries = chat_lp_entries(j, ev->lps, ev->n_ids);
+            json_t *entries = chat_lp_entries(j, &c->prev_token, ev->lps, ev->n_ids);
             json_array_extend(json_object_get(c->lp, "content"), entries);
             json_decref(entries);
         }
@@ -465,7 +488,7 @@ static void consume(xi_job *j, job_event *ev) {
     if (j->req.chat) {
         json_t *delta = json_object();
         if (has_text) json_object_set_new(delta, "content", json_stringn(ev->text ? ev->text : "", ev->text_len));
-        json_t *l = want_lp && ev->lps ? json_pack("{s:o}", "content", chat_lp_entries(j, ev->lps, ev->n_ids)) : json_null();
+        json_t *l = want_lp && ev->lps ? json_pack("{s:o}", "content", chat_lp_entries(j, &c->prev_token, ev->lps, ev->n_ids)) : json_null();
         ch = json_pack("{s:i, s:o, s:o, s:o}", "index", ev->choice, "delta", delta, "logprobs", l,
                        "finish_reason", finish);
     } else {
