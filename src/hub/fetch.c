@@ -332,6 +332,8 @@ int xi_hub_fetch_file(xi_hub_fetch *f, char *err, size_t errlen) {
     }
     rc = 0;
 done:
+    /* A failure before the first byte leaves nothing worth resuming. */
+    if (rc && fd >= 0 && !fstat(fd, &st) && st.st_size == 0) unlink(tmp);
     if (fd >= 0) close(fd);
     EVP_MD_CTX_free(md);
     free(tmp);
