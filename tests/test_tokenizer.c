@@ -70,6 +70,17 @@ static int read_vectors(const char *name, vectors *v) {
     return 0;
 }
 
+static void vectors_free(vectors *v) {
+    for (int i = 0; i < v->n; i++) {
+        free(v->text[i]);
+        free(v->ids[i]);
+    }
+    free(v->text);
+    free(v->len);
+    free(v->ids);
+    free(v->n_ids);
+}
+
 static void check_vectors(const xi_tokenizer *t, const char *name) {
     vectors v;
     CHECKF(read_vectors(name, &v) == 0, "cannot read %s", name);
@@ -90,7 +101,9 @@ static void check_vectors(const xi_tokenizer *t, const char *name) {
         pass += same;
         free(ids);
     }
-    CHECK_EQ(pass, v.n);
+    int n = v.n;
+    vectors_free(&v);
+    CHECK_EQ(pass, n);
 }
 
 TEST(test_tokenizer_qwen2_matches_llama_cpp_vectors) {
@@ -243,6 +256,7 @@ TEST(test_tokenizer_stories260K_round_trips_text) {
         free(ids);
     }
     CHECK(fallback > 100); /* the vectors really exercised <0xNN> tokens */
+    vectors_free(&v);
     json_decref(ref);
     xi_tokenizer_free(t);
 }

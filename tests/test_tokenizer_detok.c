@@ -193,6 +193,14 @@ TEST(test_tokenizer_encode_from_three_threads_matches_single_thread) {
     }
     for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
     for (int i = 0; i < 3; i++) CHECK_EQ(jobs[i].mismatches, 0);
+    for (int i = 0; i < base.n; i++) {
+        free(base.s[i]);
+        free(base.want[i]);
+    }
+    free(base.s);
+    free(base.lens);
+    free(base.want);
+    free(base.n_want);
     xi_tokenizer_free(t);
 }
 
@@ -222,6 +230,9 @@ TEST(test_tokenizer_encodes_10kb_prompt_quickly) {
     CHECK(back && strlen(back) == text.len);
     free(back);
     free(ids);
+    for (int i = 0; i < n; i++) free(s[i]);
+    free(s);
+    free(lens);
     xi_buf_free(&text);
     xi_tokenizer_free(t);
 }
