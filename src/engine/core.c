@@ -472,15 +472,23 @@ static void score_prompt_rows(xi_core *c, int n_rows) {
 int xi_core_step(xi_core *c, char *err, size_t errlen) {
     xi_scheduler *sc = &c->sched;
     const xi_sched_out *o = &sc->out;
-    if (xi_sched_schedule(sc) == 0) {
+    double t0 = xi_now();
+    int n = xi_sched_schedule(sc);
+    double t1 = xi_now();
+    c->t_sched += t1 - t0;
+    if (n == 0) {
         sweep_done(c);
         return c->n_live;
     }
     c->steps++;
     xi_batch b;
     int rc = build_batch(c, &b);
+    double t2 = xi_now();
+    c->t_batch += t2 - t1;
     if (rc) xi_errf(err, errlen, "logits: out of memory for prompt logprobs rows");
     else rc = xi_model_forward(c->model, c->kv, &b, c->logits, err, errlen);
+    double t3 = xi_now();
+    c->t_forward += t3 - t2;
     if (rc) {
         for (int i = 0; i < o->n; i++) group_finish(c, ((xi_seq *)o->reqs[i]->user)->grp, XI_REQ_FINISHED_ERROR);
         sweep_done(c);
@@ -502,8 +510,11 @@ int xi_core_step(xi_core *c, char *err, size_t errlen) {
                                c->lp_top + (size_t)i * XI_SAMPLE_MAX_TOP_LOGPROBS);
         c->lhash[i] = s->grp->return_logits_hash ? xi_hash64(row, (size_t)c->vocab * sizeof *row) : 0;
     }
+    double t4 = xi_now();
+    c->t_sample += t4 - t3;
     xi_sched_update(sc, c->sampled);
     double now = xi_now();
+    c->t_sched += now - t4;
     for (int i = 0; i < o->n; i++) {
         if (c->sample_row[i] < 0) continue;
         xi_seq *s = o->reqs[i]->user;
@@ -521,5 +532,6 @@ int xi_core_step(xi_core *c, char *err, size_t errlen) {
         seq_on_token(c, s, c->sampled[i], &c->lp[i], c->lhash[i]);
     }
     sweep_done(c);
+    c->t_output += xi_now() - now;
     return c->n_live;
 }

@@ -116,6 +116,9 @@ typedef struct xi_core {
     uint64_t *lhash;        /* [max_num_seqs] logits-row hashes */
     /* counters */
     int64_t prompt_tokens_total, generation_tokens_total, steps;
+    /* seconds spent per stage over all steps: scheduler + block manager (schedule and
+     * update), flattening the batch, the forward, sampling + logprobs, detokenize + outputs */
+    double t_sched, t_batch, t_forward, t_sample, t_output;
 } xi_core;
 
 int xi_core_init(xi_core *c, const xi_core_params *p, xi_model *model, xi_kv_store *kv,
