@@ -301,3 +301,38 @@ TEST(test_serve_metrics_render_uses_vllm_names_and_cumulative_buckets) {
     free(t);
     xi_metrics_free(m);
 }
+
+TEST(test_serve_oai_every_field_with_every_json_type_never_crashes) {
+    static const char *const fields[] = {
+        "model", "prompt", "messages", "stream", "stream_options", "echo", "temperature", "top_p",
+        "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "seed",
+        "n", "max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos",
+        "skip_special_tokens", "include_stop_str_in_output", "cache_salt", "stop",
+        "stop_token_ids", "logit_bias", "response_format", "logprobs", "top_logprobs",
+        "add_special_tokens", "tools", "add_generation_prompt", "continue_final_message"};
+    static const char *const values[] = {
+        "null", "true", "false", "0", "-1", "1", "2147483648", "-9223372036854775808",
+        "1e308", "-1e308", "0.5", "\"\"", "\"x\"", "[]", "{}", "[1]", "[[1]]", "[\"a\"]",
+        "[null]", "{\"type\":\"text\"}", "{\"include_usage\":1}", "[{\"role\":\"user\"}]",
+        "[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]", "{\"1\":\"x\"}"};
+    int accepted = 0, rejected = 0;
+    for (int chat = 0; chat < 2; chat++)
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
+            for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
+                char body[512];
+                snprintf(body, sizeof body, "{%s\"%s\":%s}",
+                         chat ? "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," : "\"prompt\":\"x\",",
+                         fields[f], values[v]);
+                xi_oai_request r;
+                xi_oai_error e = {0};
+                int rc = xi_oai_parse(&r, chat, body, strlen(body), &e);
+                if (rc) {
+                    CHECKF(e.status == 400 && e.message[0], "%s: status %d", body, e.status);
+                    rejected++;
+                } else {
+                    accepted++;
+                }
+                xi_oai_request_free(&r);
+            }
+    CHECK(accepted > 100 && rejected > 100); /* both paths were exercised */
+}
