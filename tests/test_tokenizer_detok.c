@@ -57,6 +57,7 @@ static int stream_equals_decode(const xi_tokenizer *t, const int32_t *ids, int n
         else if (!valid_utf8(out.data + before, (size_t)k))
             rc = xi_errf(why, whylen, "delta %d is not whole UTF-8", i);
     }
+    if (!rc && xi_detok_flush(&d, &out) < 0) rc = xi_errf(why, whylen, "flush failed");
     if (!rc && (out.len != full_len || (full_len && memcmp(out.data, full, full_len))))
         rc = xi_errf(why, whylen, "stream '%s' != decode '%s'", out.data ? out.data : "", full);
     xi_detok_free(&d);
@@ -147,6 +148,19 @@ TEST(test_detok_invalid_bytes_become_replacement_like_decode) {
     CHECK_STR(full, "\xef\xbf\xbd" "A" "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
     CHECK(!stream_equals_decode(t, ids, 6, 0, err, sizeof err));
     free(full);
+    /* A sequence that ends inside a character: held back, then U+FFFD on flush. */
+    xi_detok d;
+    xi_detok_init(&d, t, 0);
+    xi_buf out = {0};
+    CHECK_EQ(xi_detok_push(&d, ids[0], &out), 0);
+    CHECK_EQ(xi_detok_push(&d, ids[1], &out), 0);
+    CHECK_EQ(xi_detok_flush(&d, &out), 3);
+    CHECK_STR(out.data, "\xef\xbf\xbd");
+    CHECK_EQ(xi_detok_flush(&d, &out), 0);
+    full = xi_tokenizer_decode(t, ids, 2, 0, NULL, err, sizeof err);
+    CHECK_STR(full, out.data);
+    free(full);
+    xi_buf_free(&out);
     xi_tokenizer_free(t);
 }
 

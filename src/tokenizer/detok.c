@@ -162,4 +162,11 @@ int xi_detok_push(xi_detok *d, int32_t id, xi_buf *out) {
     return rc ? -1 : (int)(out->len - before);
 }
 
+int xi_detok_flush(xi_detok *d, xi_buf *out) {
+    size_t before = out->len;
+    if (xi_utf8_append_lossy(out, d->pending, (size_t)d->n_pending)) return -1;
+    d->n_pending = 0;
+    return (int)(out->len - before);
+}
+
 void xi_detok_free(xi_detok *d) { memset(d, 0, sizeof *d); }

@@ -48,8 +48,8 @@ const char *xi_tokenizer_chat_template(const xi_tokenizer *t);
 const char *xi_tokenizer_bos_token(const xi_tokenizer *t);
 const char *xi_tokenizer_eos_token(const xi_tokenizer *t);
 
-/* Incremental detokenizer for streaming. The concatenation of every delta equals
- * xi_tokenizer_decode() of all pushed ids. It plays the role of vLLM's prefix/read offsets
+/* Incremental detokenizer for streaming. The concatenation of every delta (and of the final
+ * xi_detok_flush) equals xi_tokenizer_decode() of all pushed ids. It plays the role of vLLM's prefix/read offsets
  * without re-decoding windows: decoding is a pure byte concatenation (plus the SentencePiece
  * leading-space strip, which only touches the first byte of the whole text), so the state is
  * just the bytes of a UTF-8 character not yet complete. A character split across byte tokens
@@ -65,6 +65,10 @@ typedef struct xi_detok {
 void xi_detok_init(xi_detok *d, const xi_tokenizer *t, int skip_special);
 /* Appends the text that became final to *out; returns bytes appended or -1 (bad id or OOM). */
 int xi_detok_push(xi_detok *d, int32_t id, xi_buf *out);
+/* At the end of a sequence: bytes of a character that never completed become U+FFFD, as in
+ * decode(). Returns bytes appended (0 when nothing was pending) or -1. Streaming servers may
+ * skip it (vLLM drops such bytes). */
+int xi_detok_flush(xi_detok *d, xi_buf *out);
 void xi_detok_free(xi_detok *d);
 
 #ifdef XI_TOKENIZER_INTERNAL
