@@ -351,7 +351,12 @@ static int iterate(xi_engine *e) {
     int rc = xi_core_step(&e->core, err, sizeof err);
     if (rc < 0) xi_log(XI_LOG_ERROR, "engine step: %s", err);
     snapshot(e);
-    return rc < 0 ? -1 : e->core.n_live;
+    if (rc < 0) return -1;
+    /* requests submitted while the step ran are unfinished too */
+    pthread_mutex_lock(&e->mu);
+    int pending = e->n_pending;
+    pthread_mutex_unlock(&e->mu);
+    return e->core.n_live + pending;
 }
 
 int xi_engine_step(xi_engine *e) {
