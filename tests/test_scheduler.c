@@ -402,3 +402,23 @@ TEST(test_scheduler_random_load_keeps_ref_counts_and_finishes_everything) {
         env_free(&e);
     }
 }
+
+TEST(test_scheduler_without_chunking_splits_only_what_can_never_fit) {
+    env e;
+    CHECK(env_init(&e, 64, 8, 16, 1024, 0, 1) == 0);
+    /* a preempted request whose prompt + outputs outgrew the whole budget (submit rejects
+     * such prompts, so only recomputation can produce one) is chunked rather than stuck */
+    xi_request *big = mkreq(0, 20, 100, 5), *small = mkreq(1, 3, 300, 5);
+    xi_sched_add(&e.s, big);
+    xi_sched_add(&e.s, small);
+    CHECK_EQ(xi_sched_schedule(&e.s), 1);
+    CHECK_EQ(e.s.out.n_tokens[0], 16);
+    CHECK(!e.s.out.sample[0]);
+    step_update(&e.s, 1);
+    CHECK_EQ(xi_sched_schedule(&e.s), 2);
+    CHECK(e.s.out.reqs[0] == big && e.s.out.n_tokens[0] == 4 && e.s.out.sample[0]);
+    CHECK(e.s.out.reqs[1] == small && e.s.out.n_tokens[1] == 3);
+    rmreq(big);
+    rmreq(small);
+    env_free(&e);
+}
