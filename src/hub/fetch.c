@@ -259,21 +259,30 @@ int xi_hub_fetch_file(xi_hub_fetch *f, char *err, size_t errlen) {
     snprintf(tmp, n, "%s.incomplete", f->blob_path);
     int rc = -1;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
-    int fd = open(tmp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        xi_errf(err, errlen, "%s: %s", tmp, strerror(errno));
-        goto done;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB)) {
-        if (!f->quiet) XI_INFO("%s: another process is downloading it, waiting", f->display);
-        if (flock(fd, LOCK_EX)) {
-            xi_errf(err, errlen, "%s: lock: %s", tmp, strerror(errno));
+    int fd = -1;
+    struct stat st, st_path;
+    /* Lock the .incomplete file; if another process renamed or removed it while we waited,
+     * our descriptor names a stale inode, so open the path again. */
+    for (;;) {
+        fd = open(tmp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            xi_errf(err, errlen, "%s: %s", tmp, strerror(errno));
             goto done;
         }
+        if (flock(fd, LOCK_EX | LOCK_NB)) {
+            if (!f->quiet) XI_INFO("%s: another process is downloading it, waiting", f->display);
+            if (flock(fd, LOCK_EX)) {
+                xi_errf(err, errlen, "%s: lock: %s", tmp, strerror(errno));
+                goto done;
+            }
+        }
+        if (!stat(f->blob_path, &st)) break; /* the other process finished it */
+        if (!fstat(fd, &st) && !stat(tmp, &st_path) && st.st_ino == st_path.st_ino &&
+            st.st_dev == st_path.st_dev)
+            break;
+        close(fd);
     }
-    struct stat st;
     if (!stat(f->blob_path, &st)) { /* the other process finished it */
-        unlink(tmp);
         rc = 0;
         goto done;
     }
@@ -332,8 +341,10 @@ int xi_hub_fetch_file(xi_hub_fetch *f, char *err, size_t errlen) {
     }
     rc = 0;
 done:
-    /* A failure before the first byte leaves nothing worth resuming. */
-    if (rc && fd >= 0 && !fstat(fd, &st) && st.st_size == 0) unlink(tmp);
+    /* Nothing worth resuming stays behind (we hold the lock, so no one else writes it). */
+    if (fd >= 0 && !fstat(fd, &st) && st.st_size == 0 && !stat(tmp, &st_path) &&
+        st.st_ino == st_path.st_ino && st.st_dev == st_path.st_dev)
+        unlink(tmp);
     if (fd >= 0) close(fd);
     EVP_MD_CTX_free(md);
     free(tmp);

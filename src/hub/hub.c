@@ -201,6 +201,14 @@ static int is_hex(const char *s, size_t n) {
     return 1;
 }
 
+/* A blob id becomes a file name in blobs/: the hub must not be able to name a path. */
+static int safe_blob_name(const char *s) {
+    if (!s || !*s || *s == '.' || strlen(s) > 128) return 0;
+    for (; *s; s++)
+        if (!name_char((unsigned char)*s)) return 0;
+    return 1;
+}
+
 static int add_file(hub_ctx *c, const char *path, int64_t size, const char *sha256,
                     const char *blob_id) {
     if (!wanted(path)) {
@@ -214,7 +222,7 @@ static int add_file(hub_ctx *c, const char *path, int64_t size, const char *sha2
     f->path = xi_strdup(path);
     f->size = size;
     f->sha256 = sha256 && is_hex(sha256, 64) ? xi_strdup(sha256) : NULL;
-    f->blob_id = f->sha256 ? xi_strdup(f->sha256) : blob_id && *blob_id ? xi_strdup(blob_id) : NULL;
+    f->blob_id = f->sha256 ? xi_strdup(f->sha256) : safe_blob_name(blob_id) ? xi_strdup(blob_id) : NULL;
     return f->path ? 0 : -1;
 }
 
@@ -380,7 +388,7 @@ static int head_metadata(hub_ctx *c, hub_file *f, const char *url, char *err, si
     xi_http_req q = {.url = url, .token = c->token, .head = 1};
     if (xi_http_do(&q, &r) || r.status >= 400) return list_error(c, &r, url, err, errlen);
     const char *etag = r.linked_etag[0] ? r.linked_etag : r.etag;
-    if (!etag[0] || strchr(etag, '/'))
+    if (!safe_blob_name(etag))
         return xi_errf(err, errlen, "%s: the hub sent no usable ETag for %s", c->repo, f->path);
     if (f->size < 0) f->size = r.linked_size >= 0 ? r.linked_size : r.content_length;
     if (r.linked_etag[0] && is_hex(r.linked_etag, 64)) f->sha256 = xi_strdup(r.linked_etag);

@@ -381,6 +381,12 @@ void fake_hub_corrupt_once(fake_hub *h, const char *file) {
 
 void fake_hub_listing_without_blobs(fake_hub *h) { h->no_blobs = 1; }
 
+void fake_hub_set_commit(fake_hub *h, const char *commit40) {
+    pthread_mutex_lock(&h->mu);
+    snprintf(h->commit, sizeof h->commit, "%s", commit40);
+    pthread_mutex_unlock(&h->mu);
+}
+
 int fake_hub_downloads(fake_hub *h, const char *file) {
     pthread_mutex_lock(&h->mu);
     served_file *f = find_file(h, file);

@@ -36,6 +36,8 @@ const char *fake_hub_sha256(const fake_hub *h, const char *file);
  * one byte in the next transfer of file. */
 void fake_hub_cut_once(fake_hub *h, const char *file, long after);
 void fake_hub_corrupt_once(fake_hub *h, const char *file);
+/* Point "main" at another commit (the files stay the same). */
+void fake_hub_set_commit(fake_hub *h, const char *commit40);
 /* Leave size / blobId / lfs out of the listing (a mirror without ?blobs=true). */
 void fake_hub_listing_without_blobs(fake_hub *h);
 

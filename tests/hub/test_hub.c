@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -436,4 +437,57 @@ TEST(test_hub_pulled_model_generates_the_reference_tokens) {
     json_decref(ref);
     xi_model_free(m);
     free(dir);
+}
+
+TEST(test_hub_moved_branch_gets_a_new_snapshot_sharing_unchanged_blobs) {
+    fake_hub *h = fake_hub_start(source_dir());
+    CHECK(h);
+    char *cache = cache_dir(), err[512] = "";
+    xi_hub_options o;
+    opts(&o, h, cache);
+    xi_hub_result r;
+    CHECKF(xi_hub_pull(REPO, &o, &r, err, sizeof err) == 0, "%s", err);
+    char *old = xi_strdup(r.path);
+    xi_hub_result_free(&r);
+    fake_hub_set_commit(h, "1111111111111111111111111111111111111111");
+    CHECKF(xi_hub_pull(REPO, &o, &r, err, sizeof err) == 0, "%s", err);
+    CHECK_STR(r.commit, "1111111111111111111111111111111111111111");
+    CHECK(strcmp(r.path, old) != 0);
+    CHECK_EQ(r.n_downloaded, 0); /* same file contents: the blobs are shared */
+    CHECK(xi_dir_exists(old));   /* the old snapshot stays usable */
+    char *ref = repo_path(cache, "refs/main", "", "");
+    CHECK_STR(xi_read_file(ref, NULL, NULL, 0), "1111111111111111111111111111111111111111");
+    CHECK(same_bytes(xi_path_join(r.path, BIG), xi_path_join(source_dir(), BIG)));
+    xi_hub_result_free(&r);
+    fake_hub_stop(h);
+}
+
+TEST(test_hub_concurrent_pulls_of_one_repo_both_succeed) {
+    fake_hub *h = fake_hub_start(source_dir());
+    CHECK(h);
+    char *cache = cache_dir();
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        CHECK(kids[k] >= 0);
+        if (kids[k] == 0) {
+            char err[512] = "";
+            xi_hub_options o;
+            opts(&o, h, cache);
+            xi_hub_result r;
+            int rc = xi_hub_pull(REPO, &o, &r, err, sizeof err);
+            if (rc) fprintf(stderr, "    puller %d: %s\n", k, err);
+            _exit(rc ? 1 : 0);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int st = 0;
+        CHECK(waitpid(kids[k], &st, 0) == kids[k]);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "puller %d failed", k);
+    }
+    char *blob = repo_path(cache, "blobs/%s", fake_hub_sha256(h, BIG), "");
+    CHECK(same_bytes(blob, xi_path_join(source_dir(), BIG)));
+    char *partial = repo_path(cache, "blobs/%s.incomplete", fake_hub_sha256(h, BIG), "");
+    CHECK(access(partial, F_OK) != 0);
+    fake_hub_stop(h);
 }
