@@ -87,6 +87,7 @@ struct xi_job {
     char *out;                       /* [out_len] SSE bytes not yet handed to MHD, owned */
     size_t out_len, out_cap, out_off;
     int ended;                       /* the last SSE bytes are in out */
+    double peer_checked;             /* monotonic time the client socket was last checked */
 };
 
 static double mono_now(void) {
@@ -537,14 +538,18 @@ static void consume_list(xi_job *j, job_event *list) {
     }
 }
 
-/* Wait up to 100 ms for events. Returns 1 when the client is gone or the server closes. */
+/* Wait up to 100 ms for events (under j->mu). Returns 1 when the client is gone or the
+ * server closes. */
 static int wait_events(xi_job *j) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 100 * 1000000L;
     if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-    if (j->head || !j->n_unfinished) return 0;
+    if (!j->head && j->n_unfinished) pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+    /* checked by the clock, not only when idle: a busy request has events all the time */
+    double now = mono_now();
+    if (now - j->peer_checked < 0.1) return 0;
+    j->peer_checked = now;
     return atomic_load(&j->s->closing) || xi_srv_peer_closed(j->conn);
 }
 
@@ -794,9 +799,10 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
 
     /* non-streaming: wait here (this connection's own thread) for every choice */
     for (;;) {
-        int done, gone = 0;
+        int done, gone;
         pthread_mutex_lock(&j->mu);
-        while (!j->head && j->n_unfinished > 0 && !gone) gone = wait_events(j);
+        do gone = wait_events(j);
+        while (!j->head && j->n_unfinished > 0 && !gone);
         job_event *list = take_events(j, &done);
         pthread_mutex_unlock(&j->mu);
         consume_list(j, list);

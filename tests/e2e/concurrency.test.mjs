@@ -64,6 +64,21 @@ test('a client that disconnects mid-stream aborts its request and frees its bloc
   assert.ok(await idle());
 });
 
+test('a client that hangs up while waiting for a non-streamed answer aborts it', async () => {
+  const before = (await metric(srv, 'vllm:request_success_total', 'finished_reason="abort"')) || 0;
+  // other work in the batch keeps the request running long enough to hang up on it
+  const load = Array.from({ length: 16 }, (_, i) => streamText({ model: NAME, prompt: starts[i % 8], max_tokens: 400, ignore_eos: true, temperature: 0 }));
+  const ac = new AbortController();
+  const pending = client.completions.create({ model: NAME, prompt: 'Once upon a time', max_tokens: 480, ignore_eos: true, temperature: 0 }, { signal: ac.signal });
+  await eventually(async () => (await metric(srv, 'vllm:num_requests_running')) === 17, 5000);
+  ac.abort();
+  await assert.rejects(pending);
+  await Promise.all(load);
+  const aborted = await eventually(async () => ((await metric(srv, 'vllm:request_success_total', 'finished_reason="abort"')) || 0) > before);
+  assert.ok(aborted, 'the request ended as aborted');
+  assert.ok(await idle());
+});
+
 test('a slow reader loses nothing and does not stall other requests', async () => {
   const body = JSON.stringify({ model: NAME, prompt: 'Once upon a time', max_tokens: 400, ignore_eos: true, temperature: 0, stream: true });
   const sock = net.connect(srv.port, '127.0.0.1');
