@@ -210,9 +210,11 @@ TEST(test_tokenizer_stories260K_prompts_encode_to_reference_ids) {
         int32_t *ids;
         char err[256];
         int n = xi_tokenizer_encode(t, prompt, strlen(prompt), 1, 1, &ids, err, sizeof err);
-        CHECKF(n == (int)json_array_size(want), "'%s': %d ids, want %zu", prompt, n, json_array_size(want));
+        CHECKF(n == (int)json_array_size(want), "'%s': %d ids, want %zu", prompt, n,
+               json_array_size(want));
         for (int k = 0; k < n; k++)
-            CHECKF(ids[k] == json_integer_value(json_array_get(want, (size_t)k)), "'%s' id %d", prompt, k);
+            CHECKF(ids[k] == json_integer_value(json_array_get(want, (size_t)k)), "'%s' id %d",
+                   prompt, k);
         free(ids);
         cases++;
     }
@@ -255,7 +257,8 @@ TEST(test_tokenizer_stories260K_round_trips_text) {
         size_t len;
         char *back = xi_tokenizer_decode(t, ids, n, 1, &len, err, sizeof err);
         CHECKF(back, "%s", err);
-        CHECKF(len == v.len[k] && !memcmp(back, v.text[k], len), "#%d '%s' -> '%s'", k, v.text[k], back);
+        CHECKF(len == v.len[k] && !memcmp(back, v.text[k], len), "#%d '%s' -> '%s'", k, v.text[k],
+               back);
         free(back);
         free(ids);
     }
@@ -281,9 +284,11 @@ TEST(test_tokenizer_qwen_chat_template_text_encodes_to_expected_ids) {
         int32_t *ids;
         char err[256];
         int n = xi_tokenizer_encode(t, text, strlen(text), 0, 1, &ids, err, sizeof err);
-        CHECKF(n == (int)json_array_size(want), "case %zu: %d ids, want %zu", i, n, json_array_size(want));
+        CHECKF(n == (int)json_array_size(want), "case %zu: %d ids, want %zu", i, n,
+               json_array_size(want));
         for (int k = 0; k < n; k++)
-            CHECKF(ids[k] == json_integer_value(json_array_get(want, (size_t)k)), "case %zu id %d", i, k);
+            CHECKF(ids[k] == json_integer_value(json_array_get(want, (size_t)k)), "case %zu id %d",
+                   i, k);
         /* Decoding gives the rendered text back, special tokens included. */
         char *back = xi_tokenizer_decode(t, ids, n, 0, NULL, err, sizeof err);
         CHECK_STR(back, text);
@@ -348,8 +353,9 @@ TEST(test_tokenizer_invalid_utf8_is_rejected_with_offset) {
     static const struct {
         const char *s;
         const char *where;
-    } bad[] = {{"\xff", "byte 0"},          {"abc\xc3", "byte 3"},     {"ok \xc0\xaf", "byte 3"},
-               {"x\xed\xa0\x80", "byte 1"}, {"\xf4\x90\x80\x80", "byte 0"}, {"ab\x80", "byte 2"}};
+    } bad[] = {
+        {"\xff", "byte 0"},          {"abc\xc3", "byte 3"},          {"ok \xc0\xaf", "byte 3"},
+        {"x\xed\xa0\x80", "byte 1"}, {"\xf4\x90\x80\x80", "byte 0"}, {"ab\x80", "byte 2"}};
     for (size_t i = 0; i < XI_ARRAY_LEN(bad); i++) {
         int32_t *ids = (int32_t *)1;
         char err[256] = "";
@@ -391,19 +397,23 @@ TEST(test_tokenizer_cli_encodes_decodes_and_rejects_bad_input) {
     char cmd[2048];
     char *out = NULL;
     const char *dir = xi_test_data("models/stories260K");
-    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --text 'Once upon a time'", xi_test_bin(), dir);
+    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --text 'Once upon a time'", xi_test_bin(),
+             dir);
     CHECK_EQ(xi_test_run(cmd, &out), 0);
     CHECK_STR(out, "[1, 403, 407, 261, 378]\n");
     free(out);
-    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --text 'Once upon a time' --no-special", xi_test_bin(), dir);
+    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --text 'Once upon a time' --no-special",
+             xi_test_bin(), dir);
     CHECK_EQ(xi_test_run(cmd, &out), 0);
     CHECK_STR(out, "[403, 407, 261, 378]\n");
     free(out);
-    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --ids 1,403,407,261,378 --no-special", xi_test_bin(), dir);
+    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --ids 1,403,407,261,378 --no-special",
+             xi_test_bin(), dir);
     CHECK_EQ(xi_test_run(cmd, &out), 0);
     CHECK_STR(out, "Once upon a time\n");
     free(out);
-    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --text $(printf 'a\\377b') 2>&1", xi_test_bin(), dir);
+    snprintf(cmd, sizeof cmd, "%s tokenize --model %s --text $(printf 'a\\377b') 2>&1",
+             xi_test_bin(), dir);
     CHECK_EQ(xi_test_run(cmd, &out), 1);
     CHECKF(strstr(out, "UTF-8") && !strchr(strchr(out, '\n') + 1, '\n'), "%s", out);
     free(out);
@@ -438,7 +448,8 @@ TEST(test_tokenizer_load_names_malformed_added_tokens_json) {
 TEST(test_tokenizer_load_rejects_broken_tokenizer_json) {
     size_t len;
     char err[512];
-    char *full = xi_read_file(xi_test_data("models/stories260K/tokenizer.json"), &len, err, sizeof err);
+    char *full =
+        xi_read_file(xi_test_data("models/stories260K/tokenizer.json"), &len, err, sizeof err);
     CHECK(full);
     char path[1024];
     snprintf(path, sizeof path, "%s/tokenizer.json", xi_test_tmpdir());
@@ -460,7 +471,8 @@ TEST(test_tokenizer_load_rejects_broken_tokenizer_json) {
         " {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\":"
         " [{\"id\": 99999999, \"content\": \"<x>\"}]}",
-        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"post_processor\":"
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+        "\"post_processor\":"
         " {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}],"
         " \"special_tokens\": {\"<s>\": {\"ids\": [7]}}}}",
     };

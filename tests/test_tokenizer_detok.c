@@ -32,7 +32,8 @@ static int read_strings(const char *rel, char ***out, size_t **lens) {
 static int valid_utf8(const char *s, size_t len) {
     for (size_t i = 0; i < len;) {
         utf8proc_int32_t cp;
-        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(len - i), &cp);
+        utf8proc_ssize_t k =
+            utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(len - i), &cp);
         if (k <= 0) return 0;
         i += (size_t)k;
     }
@@ -53,7 +54,8 @@ static int stream_equals_decode(const xi_tokenizer *t, const int32_t *ids, int n
     for (int i = 0; i < n && !rc; i++) {
         size_t before = out.len;
         int k = xi_detok_push(&d, ids[i], &out);
-        if (k < 0 || (size_t)k != out.len - before) rc = xi_errf(why, whylen, "push %d failed", i);
+        if (k < 0 || (size_t)k != out.len - before)
+            rc = xi_errf(why, whylen, "push %d failed", i);
         else if (!valid_utf8(out.data + before, (size_t)k))
             rc = xi_errf(why, whylen, "delta %d is not whole UTF-8", i);
     }
@@ -145,7 +147,9 @@ TEST(test_detok_invalid_bytes_become_replacement_like_decode) {
                       xi_tokenizer_token_id(t, "<0xED>"), xi_tokenizer_token_id(t, "<0xA0>")};
     for (int i = 0; i < 6; i++) CHECK(ids[i] >= 0);
     char *full = xi_tokenizer_decode(t, ids, 6, 0, NULL, err, sizeof err);
-    CHECK_STR(full, "\xef\xbf\xbd" "A" "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    CHECK_STR(full, "\xef\xbf\xbd"
+                    "A"
+                    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
     CHECK(!stream_equals_decode(t, ids, 6, 0, err, sizeof err));
     free(full);
     /* A sequence that ends inside a character: held back, then U+FFFD on flush. */
@@ -181,7 +185,8 @@ static void *encode_all(void *arg) {
         for (int i = 0; i < j->n; i++) {
             int32_t *ids;
             int k = xi_tokenizer_encode(j->t, j->s[i], j->lens[i], 0, 1, &ids, err, sizeof err);
-            if (k != j->n_want[i] || memcmp(ids, j->want[i], (size_t)k * sizeof *ids)) j->mismatches++;
+            if (k != j->n_want[i] || memcmp(ids, j->want[i], (size_t)k * sizeof *ids))
+                j->mismatches++;
             free(ids);
         }
     return NULL;
@@ -232,7 +237,8 @@ TEST(test_tokenizer_encodes_10kb_prompt_quickly) {
     int n = read_strings("tokenizer-vectors/ggml-vocab-qwen2.gguf.inp", &s, &lens);
     CHECK(n == 46);
     xi_buf text = {0};
-    for (int i = 0; text.len < 10240; i = (i + 1) % n) CHECK(xi_buf_append(&text, s[i], lens[i]) == 0);
+    for (int i = 0; text.len < 10240; i = (i + 1) % n)
+        CHECK(xi_buf_append(&text, s[i], lens[i]) == 0);
     int32_t *ids;
     t0 = xi_now();
     int k = xi_tokenizer_encode(t, text.data, text.len, 0, 1, &ids, err, sizeof err);
@@ -256,10 +262,27 @@ TEST(test_tokenizer_encodes_10kb_prompt_quickly) {
  * then decode gives it back, and streaming gives the
  * same as decode, for both tokenizer families. Fixed seed, so a failure reproduces. */
 static size_t random_text(uint64_t *state, char *out, size_t cap) {
-    static const char *const pool[] = {" ", "  ", "\t", "\n", "\r\n", "a", "Z", "7", "'s", "!",
-                                       "\xc3\xa9", "\xc3\x9f", "\xe4\xb8\xad", "\xe6\x96\x87",
-                                       "\xf0\x9f\xa6\x99", "\xf0\x9f\x98\x80", "<", "|", "-",
-                                       "word", " the"};
+    static const char *const pool[] = {" ",
+                                       "  ",
+                                       "\t",
+                                       "\n",
+                                       "\r\n",
+                                       "a",
+                                       "Z",
+                                       "7",
+                                       "'s",
+                                       "!",
+                                       "\xc3\xa9",
+                                       "\xc3\x9f",
+                                       "\xe4\xb8\xad",
+                                       "\xe6\x96\x87",
+                                       "\xf0\x9f\xa6\x99",
+                                       "\xf0\x9f\x98\x80",
+                                       "<",
+                                       "|",
+                                       "-",
+                                       "word",
+                                       " the"};
     size_t len = 0;
     *state = *state * 6364136223846793005ull + 1442695040888963407ull;
     int n = (int)(*state >> 59) + 1;
@@ -290,8 +313,8 @@ TEST(test_tokenizer_random_text_round_trips_and_streams) {
             CHECKF(n >= 0, "%s", err);
             size_t back_len;
             char *back = xi_tokenizer_decode(t, ids, n, 1, &back_len, err, sizeof err);
-            CHECKF(back && back_len == len && !memcmp(back, text, len), "%s: '%s' -> '%s'",
-                   dirs[d], text, back ? back : err);
+            CHECKF(back && back_len == len && !memcmp(back, text, len), "%s: '%s' -> '%s'", dirs[d],
+                   text, back ? back : err);
             CHECKF(!stream_equals_decode(t, ids, n, 1, err, sizeof err), "%s: '%s': %s", dirs[d],
                    text, err);
             free(back);

@@ -107,7 +107,8 @@ TEST(test_tokenizer_metaspace_pretokenizer_equals_prepend_replace_normalizer) {
     }
     int32_t *ids;
     CHECK_EQ(encode(b, " a", 0, 0, &ids), 1);
-    CHECK_EQ(ids[0], xi_tokenizer_token_id(b, "\xe2\x96\x81" "a"));
+    CHECK_EQ(ids[0], xi_tokenizer_token_id(b, "\xe2\x96\x81"
+                                              "a"));
     free(ids);
     CHECK_EQ(encode(a, " a", 0, 0, &ids), 2);
     free(ids);
@@ -135,10 +136,10 @@ TEST(test_tokenizer_metaspace_first_prepends_only_at_input_start) {
 
 static void add_token(json_t *added, int id, const char *content, int single_word, int lstrip,
                       int rstrip, int special) {
-    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", id,
-                                           "content", content, "single_word", single_word,
-                                           "lstrip", lstrip, "rstrip", rstrip, "normalized", 0,
-                                           "special", special));
+    json_array_append_new(added,
+                          json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", id, "content",
+                                    content, "single_word", single_word, "lstrip", lstrip, "rstrip",
+                                    rstrip, "normalized", 0, "special", special));
 }
 
 static void add_flagged_tokens(json_t *root) {
@@ -176,16 +177,19 @@ TEST(test_tokenizer_added_token_flags_lstrip_rstrip_single_word_longest) {
     CHECK_EQ(xi_tokenizer_vocab_size(t), 516);
     CHECK(xi_tokenizer_is_special(t, 512) && !xi_tokenizer_is_special(t, 513));
     /* lstrip: the spaces before <mask> belong to it. */
-    CHECK(expect(t, "x  <mask> y", 1, (const char *[]){"x", " y", NULL}, (const int32_t[]){512, -1, -1}));
+    CHECK(expect(t, "x  <mask> y", 1, (const char *[]){"x", " y", NULL},
+                 (const int32_t[]){512, -1, -1}));
     /* rstrip: the spaces after [R] belong to it; a non-special token matches without parsing. */
-    CHECK(expect(t, "x[R]  y", 0, (const char *[]){"x", "y", NULL}, (const int32_t[]){513, -1, -1}));
+    CHECK(
+        expect(t, "x[R]  y", 0, (const char *[]){"x", "y", NULL}, (const int32_t[]){513, -1, -1}));
     /* A special token is plain text unless parsing is on. */
     CHECK(expect(t, "x <mask>", 0, (const char *[]){"x <mask>", NULL}, (const int32_t[]){-1, -1}));
     /* single_word: "ab" only as a whole word. */
     CHECK(expect(t, "ab cd", 1, (const char *[]){"", " cd", NULL}, (const int32_t[]){514, -1, -1}));
     CHECK(expect(t, "xab abc", 1, (const char *[]){"xab abc", NULL}, (const int32_t[]){-1, -1}));
     /* Longest match wins. */
-    CHECK(expect(t, "<mask>longer", 1, (const char *[]){"", "er", NULL}, (const int32_t[]){515, -1, -1}));
+    CHECK(expect(t, "<mask>longer", 1, (const char *[]){"", "er", NULL},
+                 (const int32_t[]){515, -1, -1}));
     xi_tokenizer_free(t);
 }
 
@@ -232,10 +236,10 @@ static const char *const contraction_merges[][2] = {{"\xc4\xa0", "I"}, {"'", "M"
  * "' M" merge cannot apply; Qwen2's case-insensitive regex keeps "'M" together. add_prefix_space
  * turns "I" into " I". */
 TEST(test_tokenizer_bytelevel_gpt2_regex_and_prefix_space) {
-    xi_tokenizer *g = tiny_byte_level(json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel",
-                                                "add_prefix_space", 1, "trim_offsets", 1,
-                                                "use_regex", 1),
-                                      contraction_merges, 2, "gpt2");
+    xi_tokenizer *g =
+        tiny_byte_level(json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space",
+                                  1, "trim_offsets", 1, "use_regex", 1),
+                        contraction_merges, 2, "gpt2");
     xi_tokenizer *q = tiny_byte_level(
         json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b}]}", "type", "Sequence",
                   "pretokenizers", "type", "Split", "pattern", "Regex",
@@ -311,7 +315,8 @@ TEST(test_tokenizer_split_behaviors_shape_pieces) {
         int32_t *ids;
         int n = encode(t, "a--b -b", 0, 0, &ids);
         char got[128] = "";
-        for (int k = 0; k < n; k++) snprintf(got + strlen(got), sizeof got - strlen(got), " %d", ids[k]);
+        for (int k = 0; k < n; k++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), " %d", ids[k]);
         CHECKF(n == cases[i].n && !memcmp(ids, cases[i].ids, (size_t)n * sizeof *ids),
                "%s invert=%d: got%s", cases[i].behavior, cases[i].invert, got);
         free(ids);
@@ -321,8 +326,7 @@ TEST(test_tokenizer_split_behaviors_shape_pieces) {
 
 /* ---- character-class pre-tokenizers and normalizers ---- */
 
-static const char *const class_merges[][2] = {
-    {"1", "2"}, {"a", "!"}, {"a", "b"}, {"f", "i"}};
+static const char *const class_merges[][2] = {{"1", "2"}, {"a", "!"}, {"a", "b"}, {"f", "i"}};
 enum { ONE_TWO = 256, A_BANG, A_B, F_I };
 
 TEST(test_tokenizer_digits_punctuation_whitespace_pretokenizers) {
@@ -342,9 +346,9 @@ TEST(test_tokenizer_digits_punctuation_whitespace_pretokenizers) {
         json_error_t je;
         json_t *first = json_loads(cases[i].pre, 0, &je);
         CHECKF(first, "%s", je.text);
-        json_t *pre = json_pack("{s:s, s:[o, {s:s, s:b, s:b}]}", "type", "Sequence",
-                                "pretokenizers", first, "type", "ByteLevel", "add_prefix_space", 0,
-                                "use_regex", 0);
+        json_t *pre =
+            json_pack("{s:s, s:[o, {s:s, s:b, s:b}]}", "type", "Sequence", "pretokenizers", first,
+                      "type", "ByteLevel", "add_prefix_space", 0, "use_regex", 0);
         char sub[32];
         snprintf(sub, sizeof sub, "class%zu", i);
         xi_tokenizer *t = tiny_byte_level(pre, class_merges, 4, sub);
@@ -364,9 +368,9 @@ TEST(test_tokenizer_nfkc_nfd_lowercase_normalizers) {
         int n;
         int32_t ids[4];
     } cases[] = {
-        {"NFKC", "\xef\xac\x81", 1, {F_I}},               /* U+FB01 ligature -> "fi" */
-        {"NFD", "\xc3\xa9", 3, {'e', 0xcc, 0x81}},          /* e + combining acute */
-        {"NFC", "e\xcc\x81", 2, {0xc3, 0xa9}},              /* composed again */
+        {"NFKC", "\xef\xac\x81", 1, {F_I}},        /* U+FB01 ligature -> "fi" */
+        {"NFD", "\xc3\xa9", 3, {'e', 0xcc, 0x81}}, /* e + combining acute */
+        {"NFC", "e\xcc\x81", 2, {0xc3, 0xa9}},     /* composed again */
         {"Lowercase", "AB", 1, {A_B}},
     };
     for (size_t i = 0; i < XI_ARRAY_LEN(cases); i++) {

@@ -7,13 +7,12 @@
 #include "tokenizer/tokenizer.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: xinfer tokenize --model DIR (--text TEXT | --ids 1,2,3) [--no-special]\n\n"
-            "  --model DIR    folder with tokenizer.json (or vocab.json + merges.txt)\n"
-            "  --text TEXT    print the ids of TEXT as a JSON array\n"
-            "  --ids LIST     print the text of comma-separated ids\n"
-            "  --no-special   encode: no BOS and no special-token parsing;\n"
-            "                 decode: drop special tokens\n");
+    fprintf(f, "usage: xinfer tokenize --model DIR (--text TEXT | --ids 1,2,3) [--no-special]\n\n"
+               "  --model DIR    folder with tokenizer.json (or vocab.json + merges.txt)\n"
+               "  --text TEXT    print the ids of TEXT as a JSON array\n"
+               "  --ids LIST     print the text of comma-separated ids\n"
+               "  --no-special   encode: no BOS and no special-token parsing;\n"
+               "                 decode: drop special tokens\n");
 }
 
 /* "1, 2,3" or "[1,2,3]" -> ids; -1 with a message naming the bad entry. */

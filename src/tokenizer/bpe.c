@@ -11,7 +11,7 @@
 #include <string.h>
 
 typedef struct {
-    int32_t id;  /* token id; -2 once merged into its left neighbour */
+    int32_t id; /* token id; -2 once merged into its left neighbour */
     int32_t prev, next;
 } bpe_sym;
 

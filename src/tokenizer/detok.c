@@ -18,9 +18,12 @@ static size_t utf8_scan(const unsigned char *s, size_t len, int *need) {
         *need = 1;
         return 1;
     }
-    if (c >= 0xc2 && c <= 0xdf) *need = 2;
-    else if (c >= 0xe0 && c <= 0xef) *need = 3;
-    else if (c >= 0xf0 && c <= 0xf4) *need = 4;
+    if (c >= 0xc2 && c <= 0xdf)
+        *need = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+        *need = 3;
+    else if (c >= 0xf0 && c <= 0xf4)
+        *need = 4;
     else {
         *need = 0;
         return 1;

@@ -14,9 +14,9 @@
 
 /* ---- GPT-2 bytes_to_unicode ---- */
 
-static char bl_enc[256][2];    /* UTF-8 of each byte's code point */
+static char bl_enc[256][2]; /* UTF-8 of each byte's code point */
 static uint8_t bl_enc_len[256];
-static int16_t bl_dec[324];    /* code point -> byte, -1 when unmapped */
+static int16_t bl_dec[324]; /* code point -> byte, -1 when unmapped */
 static pthread_once_t bl_once = PTHREAD_ONCE_INIT;
 
 static void bl_build(void) {
@@ -52,8 +52,9 @@ int xi_byte_level_decode(uint32_t cp) { return cp < 324 ? bl_dec[cp] : -1; }
 pcre2_code *xi_regex_compile(const char *pattern, int literal, char *err, size_t errlen) {
     int code;
     PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &code, &off, NULL);
+    pcre2_code *re =
+        pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
+                      PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &code, &off, NULL);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
@@ -104,7 +105,7 @@ static void pieces_free(pieces *p) {
     memset(p, 0, sizeof *p);
 }
 
-#define PIECE_START(p, i) ((i) ? (p)->ends[(i) - 1] : 0)
+#define PIECE_START(p, i) ((i) ? (p)->ends[(i)-1] : 0)
 
 void xi_regex_ws_free(xi_regex_ws *w) {
     pcre2_match_data_free(w->md);
@@ -127,8 +128,8 @@ static int split_piece(const xi_pre_step *st, xi_regex_ws *w, const char *s, siz
     size_t pos = 0, gap = 0;
     int pending_next = 0; /* MergedWithNext: a delimiter waits for the next span */
     size_t pend_start = 0;
-    int prev_delim = 0;               /* the last non-empty span was a delimiter */
-    int first_out = out->n;           /* pieces before this belong to other input pieces */
+    int prev_delim = 0;     /* the last non-empty span was a delimiter */
+    int first_out = out->n; /* pieces before this belong to other input pieces */
     while (gap <= len) {
         size_t ms = len, me = len;
         int found = 0;
@@ -176,7 +177,8 @@ static int split_piece(const xi_pre_step *st, xi_regex_ws *w, const char *s, siz
                 break;
             case XI_SPLIT_MERGED_NEXT:
                 if (is_delim) {
-                    if (pending_next) rc = pieces_add(out, s + pend_start, (size_t)(p - s) - pend_start);
+                    if (pending_next)
+                        rc = pieces_add(out, s + pend_start, (size_t)(p - s) - pend_start);
                     pending_next = 1;
                     pend_start = (size_t)(p - s);
                 } else if (pending_next) {
@@ -250,8 +252,8 @@ static int metaspace_piece(const xi_pre_step *st, int first, const char *s, size
 
 /* ---- normalisers ---- */
 
-static int normalize(const xi_tokenizer *t, const char *text, size_t len, xi_buf *out,
-                     char *err, size_t errlen) {
+static int normalize(const xi_tokenizer *t, const char *text, size_t len, xi_buf *out, char *err,
+                     size_t errlen) {
     if (xi_buf_append(out, text, len)) return xi_errf(err, errlen, "out of memory");
     for (int i = 0; i < t->n_norm; i++) {
         const xi_norm_step *n = &t->norm[i];

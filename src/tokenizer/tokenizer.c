@@ -13,9 +13,9 @@
 static const char gpt2_regex[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 /* Qwen2's, for a Qwen2Tokenizer folder without tokenizer.json. */
-static const char qwen2_regex[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
-    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char qwen2_regex[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{"
+                                  "N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+                                  "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /* ---- JSON helpers ---- */
 
@@ -38,7 +38,8 @@ static json_t *load_json(const char *dir, const char *name, int required, char *
     if (text) {
         json_error_t je;
         j = json_loadb(text, len, JSON_ALLOW_NUL, &je);
-        if (!j) xi_errf(err, errlen, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
+        if (!j)
+            xi_errf(err, errlen, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
         free(text);
     }
     free(path);
@@ -85,7 +86,8 @@ static int grow_vocab(xi_tokenizer *t, int n) {
 
 static int set_token(xi_tokenizer *t, json_int_t id, const char *s, size_t len, char *err,
                      size_t errlen) {
-    if (id < 0 || id >= (1 << 24)) return xi_errf(err, errlen, "token '%s': id %lld out of range", s, (long long)id);
+    if (id < 0 || id >= (1 << 24))
+        return xi_errf(err, errlen, "token '%s': id %lld out of range", s, (long long)id);
     if (grow_vocab(t, (int)id + 1)) return xi_errf(err, errlen, "out of memory");
     if (t->tokens[id]) return 0; /* the first spelling of an id wins */
     t->tokens[id] = xi_strndup(s, len);
@@ -103,7 +105,8 @@ static int load_vocab(xi_tokenizer *t, const json_t *vocab, const char *where, c
     size_t klen;
     json_t *v;
     json_object_keylen_foreach((json_t *)vocab, key, klen, v) {
-        if (!json_is_integer(v)) return xi_errf(err, errlen, "%s: vocab entry '%s' has no integer id", where, key);
+        if (!json_is_integer(v))
+            return xi_errf(err, errlen, "%s: vocab entry '%s' has no integer id", where, key);
         if (set_token(t, json_integer_value(v), key, klen, err, errlen)) return -1;
     }
     return 0;
@@ -111,7 +114,8 @@ static int load_vocab(xi_tokenizer *t, const json_t *vocab, const char *where, c
 
 static int add_added_token(xi_tokenizer *t, json_int_t id, const char *content, int special,
                            int lstrip, int rstrip, int single_word, char *err, size_t errlen) {
-    if (!content || !*content) return xi_errf(err, errlen, "added token %lld has no content", (long long)id);
+    if (!content || !*content)
+        return xi_errf(err, errlen, "added token %lld has no content", (long long)id);
     if (set_token(t, id, content, strlen(content), err, errlen)) return -1;
     for (int i = 0; i < t->n_added; i++)
         if (t->added_list[i].id == id) return 0;
@@ -183,7 +187,8 @@ static int add_merge(xi_tokenizer *t, const char *a, size_t al, const char *b, s
 static int load_merges_json(xi_tokenizer *t, const json_t *merges, char *err, size_t errlen) {
     if (!merges) return 0;
     if (!json_is_array(merges)) return xi_errf(err, errlen, "model.merges is not an array");
-    if (xi_merges_init(t, (uint32_t)json_array_size(merges))) return xi_errf(err, errlen, "out of memory");
+    if (xi_merges_init(t, (uint32_t)json_array_size(merges)))
+        return xi_errf(err, errlen, "out of memory");
     size_t i;
     json_t *m;
     json_array_foreach(merges, i, m) {
@@ -206,7 +211,8 @@ static int load_merges_json(xi_tokenizer *t, const json_t *merges, char *err, si
             b = json_string_value(json_array_get(m, 1));
             bl = json_string_length(json_array_get(m, 1));
         } else {
-            return xi_errf(err, errlen, "model.merges[%zu] is neither \"a b\" nor [\"a\", \"b\"]", i);
+            return xi_errf(err, errlen, "model.merges[%zu] is neither \"a b\" nor [\"a\", \"b\"]",
+                           i);
         }
         if (add_merge(t, a, al, b, bl, (int32_t)i, err, errlen)) return -1;
     }
@@ -222,10 +228,12 @@ static int add_norm(xi_tokenizer *t, const json_t *n, char *err, size_t errlen) 
     if (!strcmp(type, "Sequence")) {
         size_t i;
         json_t *c;
-        json_array_foreach(json_object_get(n, "normalizers"), i, c) if (add_norm(t, c, err, errlen)) return -1;
+        json_array_foreach(json_object_get(n, "normalizers"), i,
+                           c) if (add_norm(t, c, err, errlen)) return -1;
         return 0;
     }
-    if (t->n_norm == (int)XI_ARRAY_LEN(t->norm)) return xi_errf(err, errlen, "too many normalizers");
+    if (t->n_norm == (int)XI_ARRAY_LEN(t->norm))
+        return xi_errf(err, errlen, "too many normalizers");
     xi_norm_step *s = &t->norm[t->n_norm];
     static const struct {
         const char *name;
@@ -247,7 +255,8 @@ static int add_norm(xi_tokenizer *t, const json_t *n, char *err, size_t errlen) 
         s->kind = XI_NORM_LOWERCASE;
     } else if (!strcmp(type, "Prepend")) {
         s->kind = XI_NORM_PREPEND;
-        if (!jstr(n, "prepend")) return xi_errf(err, errlen, "Prepend normalizer without 'prepend'");
+        if (!jstr(n, "prepend"))
+            return xi_errf(err, errlen, "Prepend normalizer without 'prepend'");
         s->a = xi_strdup(jstr(n, "prepend"));
     } else if (!strcmp(type, "Replace")) {
         s->kind = XI_NORM_REPLACE;
@@ -279,10 +288,12 @@ static int add_pre(xi_tokenizer *t, const json_t *p, char *err, size_t errlen) {
     if (!strcmp(type, "Sequence")) {
         size_t i;
         json_t *c;
-        json_array_foreach(json_object_get(p, "pretokenizers"), i, c) if (add_pre(t, c, err, errlen)) return -1;
+        json_array_foreach(json_object_get(p, "pretokenizers"), i,
+                           c) if (add_pre(t, c, err, errlen)) return -1;
         return 0;
     }
-    if (t->n_pre == (int)XI_ARRAY_LEN(t->pre)) return xi_errf(err, errlen, "too many pre_tokenizers");
+    if (t->n_pre == (int)XI_ARRAY_LEN(t->pre))
+        return xi_errf(err, errlen, "too many pre_tokenizers");
     xi_pre_step *s = &t->pre[t->n_pre];
     memset(s, 0, sizeof *s);
     if (!strcmp(type, "Split")) {
@@ -291,7 +302,9 @@ static int add_pre(xi_tokenizer *t, const json_t *p, char *err, size_t errlen) {
         const char *re = jstr(pat, "Regex"), *lit = jstr(pat, "String");
         if (!re && !lit) return xi_errf(err, errlen, "Split pre_tokenizer without a pattern");
         s->behavior = split_behavior(jstr(p, "behavior"));
-        if (s->behavior < 0) return xi_errf(err, errlen, "Split behavior '%s' is not supported", jstr(p, "behavior"));
+        if (s->behavior < 0)
+            return xi_errf(err, errlen, "Split behavior '%s' is not supported",
+                           jstr(p, "behavior"));
         s->invert = jbool(p, "invert", 0);
         s->re = xi_regex_compile(re ? re : lit, !re, err, errlen);
         if (!s->re) return -1;
@@ -302,11 +315,14 @@ static int add_pre(xi_tokenizer *t, const json_t *p, char *err, size_t errlen) {
         const char *re;
         if (type[0] == 'D') {
             re = "\\p{N}";
-            s->behavior = jbool(p, "individual_digits", 0) ? XI_SPLIT_ISOLATED : XI_SPLIT_CONTIGUOUS;
+            s->behavior =
+                jbool(p, "individual_digits", 0) ? XI_SPLIT_ISOLATED : XI_SPLIT_CONTIGUOUS;
         } else if (type[0] == 'P') {
             re = "[\\p{P}!-/:-@\\[-`{-~]"; /* Unicode punctuation or any ASCII punctuation */
             s->behavior = split_behavior(jstr(p, "behavior"));
-            if (s->behavior < 0) return xi_errf(err, errlen, "Punctuation behavior '%s' is not supported", jstr(p, "behavior"));
+            if (s->behavior < 0)
+                return xi_errf(err, errlen, "Punctuation behavior '%s' is not supported",
+                               jstr(p, "behavior"));
         } else if (!strcmp(type, "Whitespace")) {
             re = "\\w+|[^\\w\\s]+"; /* keep words and symbol runs, drop the rest */
             s->behavior = XI_SPLIT_REMOVED;
@@ -319,12 +335,15 @@ static int add_pre(xi_tokenizer *t, const json_t *p, char *err, size_t errlen) {
     } else if (!strcmp(type, "ByteLevel")) {
         s->kind = XI_PRE_BYTELEVEL;
         s->add_prefix_space = jbool(p, "add_prefix_space", 0);
-        if (jbool(p, "use_regex", 1) && !(s->re = xi_regex_compile(gpt2_regex, 0, err, errlen))) return -1;
+        if (jbool(p, "use_regex", 1) && !(s->re = xi_regex_compile(gpt2_regex, 0, err, errlen)))
+            return -1;
         t->byte_level = 1;
     } else if (!strcmp(type, "Metaspace")) {
         s->kind = XI_PRE_METASPACE;
         const char *scheme = jstr(p, "prepend_scheme");
-        s->prepend = scheme ? (!strcmp(scheme, "always") ? 1 : !strcmp(scheme, "first") ? 2 : 0)
+        s->prepend = scheme ? (!strcmp(scheme, "always")  ? 1
+                               : !strcmp(scheme, "first") ? 2
+                                                          : 0)
                             : jbool(p, "add_prefix_space", 1);
         s->split = jbool(p, "split", 1);
         const char *rep = jstr(p, "replacement");
@@ -344,7 +363,8 @@ static int read_decoder(xi_tokenizer *t, const json_t *d, char *err, size_t errl
     if (!strcmp(type, "Sequence")) {
         size_t i;
         json_t *c;
-        json_array_foreach(json_object_get(d, "decoders"), i, c) if (read_decoder(t, c, err, errlen)) return -1;
+        json_array_foreach(json_object_get(d, "decoders"), i,
+                           c) if (read_decoder(t, c, err, errlen)) return -1;
     } else if (!strcmp(type, "ByteLevel")) {
         t->byte_level = 1;
     } else if (!strcmp(type, "Replace")) {
@@ -361,7 +381,8 @@ static int read_decoder(xi_tokenizer *t, const json_t *d, char *err, size_t errl
     } else if (!strcmp(type, "Metaspace")) {
         const char *scheme = jstr(d, "prepend_scheme");
         t->decode_metaspace = 1;
-        t->strip_leading_space = scheme ? strcmp(scheme, "never") != 0 : jbool(d, "add_prefix_space", 1);
+        t->strip_leading_space =
+            scheme ? strcmp(scheme, "never") != 0 : jbool(d, "add_prefix_space", 1);
     } else if (strcmp(type, "ByteFallback") && strcmp(type, "Fuse")) {
         return xi_errf(err, errlen, "decoder '%s' is not supported", type);
     }
@@ -396,7 +417,9 @@ static int read_post(xi_tokenizer *t, const json_t *p, char *err, size_t errlen)
         }
         const char *name = jstr(json_object_get(item, "SpecialToken"), "id");
         json_t *ids = json_object_get(json_object_get(specials, name ? name : ""), "ids");
-        if (!name || !json_is_array(ids)) return xi_errf(err, errlen, "post_processor: special token '%s' has no ids", name ? name : "?");
+        if (!name || !json_is_array(ids))
+            return xi_errf(err, errlen, "post_processor: special token '%s' has no ids",
+                           name ? name : "?");
         size_t k;
         json_t *id;
         json_array_foreach(ids, k, id) {
@@ -424,15 +447,18 @@ static int read_config(xi_tokenizer *t, const json_t *cfg, int have_template, ch
     /* A post-processor template already decides BOS; add_bos_token only when there is none,
      * so BOS is never added twice. */
     if (!have_template && cfg) {
-        if (jbool(cfg, "add_bos_token", 0) && t->bos_id >= 0) t->prefix_ids[t->n_prefix++] = t->bos_id;
-        if (jbool(cfg, "add_eos_token", 0) && t->eos_id >= 0) t->suffix_ids[t->n_suffix++] = t->eos_id;
+        if (jbool(cfg, "add_bos_token", 0) && t->bos_id >= 0)
+            t->prefix_ids[t->n_prefix++] = t->bos_id;
+        if (jbool(cfg, "add_eos_token", 0) && t->eos_id >= 0)
+            t->suffix_ids[t->n_suffix++] = t->eos_id;
     }
     json_t *ct = cfg ? json_object_get(cfg, "chat_template") : NULL;
     if (json_is_array(ct)) {
         size_t i;
         json_t *e;
         json_t *found = NULL;
-        json_array_foreach(ct, i, e) if (jstr(e, "name") && !strcmp(jstr(e, "name"), "default")) found = e;
+        json_array_foreach(ct, i, e) if (jstr(e, "name") && !strcmp(jstr(e, "name"), "default"))
+            found = e;
         ct = json_object_get(found, "template");
     }
     if (json_is_string(ct) && !(t->chat_template = xi_strdup(json_string_value(ct))))
@@ -460,11 +486,14 @@ static int load_tokenizer_json(xi_tokenizer *t, const json_t *root, const json_t
     const json_t *model = json_object_get(root, "model");
     const char *type = jstr(model, "type");
     if (!model || (type && strcmp(type, "BPE")) || (!type && !json_object_get(model, "merges")))
-        return xi_errf(err, errlen, "tokenizer.json: model type '%s' is not supported (BPE only)", type ? type : "?");
-    const char *cs = jstr(model, "continuing_subword_prefix"), *ew = jstr(model, "end_of_word_suffix");
+        return xi_errf(err, errlen, "tokenizer.json: model type '%s' is not supported (BPE only)",
+                       type ? type : "?");
+    const char *cs = jstr(model, "continuing_subword_prefix"),
+               *ew = jstr(model, "end_of_word_suffix");
     if ((cs && *cs) || (ew && *ew))
         return xi_errf(err, errlen, "tokenizer.json: BPE subword prefix/suffix is not supported");
-    if (load_vocab(t, json_object_get(model, "vocab"), "tokenizer.json model", err, errlen)) return -1;
+    if (load_vocab(t, json_object_get(model, "vocab"), "tokenizer.json model", err, errlen))
+        return -1;
     size_t i;
     json_t *a;
     json_array_foreach(json_object_get(root, "added_tokens"), i, a) {
@@ -489,10 +518,12 @@ static int load_tokenizer_json(xi_tokenizer *t, const json_t *root, const json_t
     if (have_template < 0) return xi_err_prefix(err, errlen, "tokenizer.json");
     for (int k = 0; k < t->n_prefix; k++)
         if (t->prefix_ids[k] < 0 || t->prefix_ids[k] >= t->n_vocab)
-            return xi_errf(err, errlen, "tokenizer.json post_processor: id %d out of range", t->prefix_ids[k]);
+            return xi_errf(err, errlen, "tokenizer.json post_processor: id %d out of range",
+                           t->prefix_ids[k]);
     for (int k = 0; k < t->n_suffix; k++)
         if (t->suffix_ids[k] < 0 || t->suffix_ids[k] >= t->n_vocab)
-            return xi_errf(err, errlen, "tokenizer.json post_processor: id %d out of range", t->suffix_ids[k]);
+            return xi_errf(err, errlen, "tokenizer.json post_processor: id %d out of range",
+                           t->suffix_ids[k]);
     return read_config(t, cfg, have_template, err, errlen);
 }
 
@@ -504,7 +535,8 @@ static int load_vocab_merges(xi_tokenizer *t, const char *dir, const json_t *cfg
     int rc = load_vocab(t, vocab, "vocab.json", err, errlen);
     json_decref(vocab);
     if (rc) return -1;
-    if (cfg && read_config_added(t, cfg, err, errlen)) return xi_err_prefix(err, errlen, "tokenizer_config.json");
+    if (cfg && read_config_added(t, cfg, err, errlen))
+        return xi_err_prefix(err, errlen, "tokenizer_config.json");
     char jerr[512] = "";
     json_t *extra = load_json(dir, "added_tokens.json", 0, jerr, sizeof jerr);
     if (jerr[0]) return xi_errf(err, errlen, "%s", jerr);
@@ -534,8 +566,11 @@ static int load_vocab_merges(xi_tokenizer *t, const char *dir, const json_t *cfg
         if (end > line && end[-1] == '\r') end--;
         char *sp = memchr(line, ' ', (size_t)(end - line));
         if (end > line && !(line == text && !strncmp(line, "#version", 8))) {
-            if (!sp) rc = xi_errf(err, errlen, "merges.txt line %d is not two tokens", rank + 1);
-            else rc = add_merge(t, line, (size_t)(sp - line), sp + 1, (size_t)(end - sp - 1), rank++, err, errlen);
+            if (!sp)
+                rc = xi_errf(err, errlen, "merges.txt line %d is not two tokens", rank + 1);
+            else
+                rc = add_merge(t, line, (size_t)(sp - line), sp + 1, (size_t)(end - sp - 1), rank++,
+                               err, errlen);
         }
         line = nl ? nl + 1 : text + len;
     }
@@ -586,7 +621,8 @@ xi_tokenizer *xi_tokenizer_load(const char *dir, char *err, size_t errlen) {
             int have_vj = vj && xi_file_exists(vj);
             free(vj);
             rc = have_vj ? load_vocab_merges(t, dir, cfg, err, errlen)
-                         : xi_errf(err, errlen, "%s: no tokenizer.json or vocab.json + merges.txt", dir);
+                         : xi_errf(err, errlen, "%s: no tokenizer.json or vocab.json + merges.txt",
+                                   dir);
         }
         json_decref(root);
     }
@@ -660,7 +696,8 @@ static int encode_plain(const xi_tokenizer *t, const char *text, size_t len, int
 
 static int is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 static int is_word(unsigned char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c >= 0x80;
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           c >= 0x80;
 }
 
 /* Longest added token starting at text[i], honouring single_word, or NULL. */
@@ -689,7 +726,8 @@ int xi_tokenizer_encode(const xi_tokenizer *t, const char *text, size_t len, int
     id_list out = {0};
     xi_regex_ws ws = {0};
     int rc = 0;
-    for (int k = 0; add_special && k < t->n_prefix && !rc; k++) rc = ids_push(&out, t->prefix_ids[k], err, errlen);
+    for (int k = 0; add_special && k < t->n_prefix && !rc; k++)
+        rc = ids_push(&out, t->prefix_ids[k], err, errlen);
     /* Added tokens split the text first; the plain runs between them go through the pipeline. */
     size_t seg = 0;
     for (size_t i = 0; i < len && !rc;) {
@@ -708,14 +746,17 @@ int xi_tokenizer_encode(const xi_tokenizer *t, const char *text, size_t len, int
             while (i < len && is_space((unsigned char)text[i])) i++;
         seg = i;
     }
-    if (!rc && seg < len) rc = encode_plain(t, text + seg, len - seg, seg == 0, &ws, &out, err, errlen);
-    for (int k = 0; add_special && k < t->n_suffix && !rc; k++) rc = ids_push(&out, t->suffix_ids[k], err, errlen);
+    if (!rc && seg < len)
+        rc = encode_plain(t, text + seg, len - seg, seg == 0, &ws, &out, err, errlen);
+    for (int k = 0; add_special && k < t->n_suffix && !rc; k++)
+        rc = ids_push(&out, t->suffix_ids[k], err, errlen);
     xi_regex_ws_free(&ws);
     if (rc) {
         free(out.ids);
         return -1;
     }
-    if (!out.ids && !(out.ids = malloc(sizeof *out.ids))) return xi_errf(err, errlen, "out of memory");
+    if (!out.ids && !(out.ids = malloc(sizeof *out.ids)))
+        return xi_errf(err, errlen, "out of memory");
     *ids = out.ids;
     return out.n;
 }
@@ -729,7 +770,8 @@ char *xi_tokenizer_decode(const xi_tokenizer *t, const int32_t *ids, int n, int 
         int32_t id = ids[i];
         if (id < 0 || id >= t->n_vocab || !t->tokens[id]) {
             xi_buf_free(&raw);
-            xi_errf(err, errlen, "token id %d at position %d is out of range (vocabulary %d)", id, i, t->n_vocab);
+            xi_errf(err, errlen, "token id %d at position %d is out of range (vocabulary %d)", id,
+                    i, t->n_vocab);
             return NULL;
         }
         if (skip_special && t->special[id]) continue;

@@ -49,16 +49,16 @@ const char *xi_tokenizer_bos_token(const xi_tokenizer *t);
 const char *xi_tokenizer_eos_token(const xi_tokenizer *t);
 
 /* Incremental detokenizer for streaming. The concatenation of every delta (and of the final
- * xi_detok_flush) equals xi_tokenizer_decode() of all pushed ids. It plays the role of vLLM's prefix/read offsets
- * without re-decoding windows: decoding is a pure byte concatenation (plus the SentencePiece
- * leading-space strip, which only touches the first byte of the whole text), so the state is
- * just the bytes of a UTF-8 character not yet complete. A character split across byte tokens
- * is emitted once its last byte arrives; a byte run that can never complete is emitted as
+ * xi_detok_flush) equals xi_tokenizer_decode() of all pushed ids. It plays the role of vLLM's
+ * prefix/read offsets without re-decoding windows: decoding is a pure byte concatenation (plus the
+ * SentencePiece leading-space strip, which only touches the first byte of the whole text), so the
+ * state is just the bytes of a UTF-8 character not yet complete. A character split across byte
+ * tokens is emitted once its last byte arrives; a byte run that can never complete is emitted as
  * U+FFFD as soon as that is certain. */
 typedef struct xi_detok {
     const xi_tokenizer *tok; /* borrowed */
     int skip_special;
-    int at_start;            /* no byte produced yet: the leading-space strip is still due */
+    int at_start; /* no byte produced yet: the leading-space strip is still due */
     int n_pending;
     unsigned char pending[4]; /* [n_pending] bytes of an incomplete UTF-8 character */
 } xi_detok;
@@ -80,8 +80,8 @@ void xi_detok_free(xi_detok *d);
 typedef struct xi_strmap {
     uint32_t *slots; /* [cap] id + 1, 0 = empty; owned */
     uint32_t cap;
-    char *const *keys;         /* borrowed: keys[id] */
-    const uint32_t *key_lens;  /* borrowed: key_lens[id] */
+    char *const *keys;        /* borrowed: keys[id] */
+    const uint32_t *key_lens; /* borrowed: key_lens[id] */
 } xi_strmap;
 
 /* (left id, right id) -> merge rank and merged id. */
@@ -106,53 +106,58 @@ typedef struct xi_norm_step {
 } xi_norm_step;
 
 enum { XI_PRE_SPLIT, XI_PRE_BYTELEVEL, XI_PRE_METASPACE };
-enum { XI_SPLIT_ISOLATED, XI_SPLIT_REMOVED, XI_SPLIT_MERGED_PREV, XI_SPLIT_MERGED_NEXT,
-       XI_SPLIT_CONTIGUOUS };
+enum {
+    XI_SPLIT_ISOLATED,
+    XI_SPLIT_REMOVED,
+    XI_SPLIT_MERGED_PREV,
+    XI_SPLIT_MERGED_NEXT,
+    XI_SPLIT_CONTIGUOUS
+};
 typedef struct xi_pre_step {
     int kind;
-    pcre2_code *re;   /* Split, ByteLevel with use_regex; owned */
-    int behavior;     /* XI_SPLIT_* */
+    pcre2_code *re; /* Split, ByteLevel with use_regex; owned */
+    int behavior;   /* XI_SPLIT_* */
     int invert;
     int add_prefix_space; /* ByteLevel */
-    int prepend;      /* Metaspace: 0 never, 1 always, 2 first */
-    int split;        /* Metaspace */
+    int prepend;          /* Metaspace: 0 never, 1 always, 2 first */
+    int split;            /* Metaspace */
 } xi_pre_step;
 
 struct xi_tokenizer {
-    int n_vocab;              /* highest id + 1 */
-    char **tokens;            /* [n_vocab] NUL-terminated strings, NULL for holes; owned */
-    uint32_t *token_lens;     /* [n_vocab] */
-    uint8_t *special;         /* [n_vocab] 1 for special added tokens */
-    uint8_t *added;           /* [n_vocab] 1 for added tokens (decoded verbatim) */
-    xi_strmap vocab;          /* tokens -> id */
-    xi_merge_slot *merges;    /* [merge_cap] owned */
+    int n_vocab;           /* highest id + 1 */
+    char **tokens;         /* [n_vocab] NUL-terminated strings, NULL for holes; owned */
+    uint32_t *token_lens;  /* [n_vocab] */
+    uint8_t *special;      /* [n_vocab] 1 for special added tokens */
+    uint8_t *added;        /* [n_vocab] 1 for added tokens (decoded verbatim) */
+    xi_strmap vocab;       /* tokens -> id */
+    xi_merge_slot *merges; /* [merge_cap] owned */
     uint32_t merge_cap;
     xi_added_token *added_list; /* [n_added] owned */
     int n_added;
-    int32_t *added_first;     /* [257]: added_list is sorted by first byte then length desc;
-                                 entries of first byte c are [added_first[c], added_first[c+1]) */
+    int32_t *added_first; /* [257]: added_list is sorted by first byte then length desc;
+                             entries of first byte c are [added_first[c], added_first[c+1]) */
 
     xi_norm_step norm[8];
     int n_norm;
     xi_pre_step pre[8];
     int n_pre;
 
-    int byte_level;           /* model strings are GPT-2 bytes_to_unicode text */
-    int byte_fallback;        /* unknown characters become <0xNN> tokens */
-    int32_t byte_ids[256];    /* <0xNN> ids, -1 when absent */
+    int byte_level;        /* model strings are GPT-2 bytes_to_unicode text */
+    int byte_fallback;     /* unknown characters become <0xNN> tokens */
+    int32_t byte_ids[256]; /* <0xNN> ids, -1 when absent */
     int32_t unk_id;
     int fuse_unk;
-    int ignore_merges;        /* a word already in the vocabulary is not merged */
-    int strip_leading_space;  /* decoder removes one leading space (SentencePiece) */
-    int decode_metaspace;     /* decoder turns U+2581 into a space */
+    int ignore_merges;       /* a word already in the vocabulary is not merged */
+    int strip_leading_space; /* decoder removes one leading space (SentencePiece) */
+    int decode_metaspace;    /* decoder turns U+2581 into a space */
 
-    int32_t prefix_ids[4];    /* ids the post-processor puts before the text */
+    int32_t prefix_ids[4]; /* ids the post-processor puts before the text */
     int n_prefix;
     int32_t suffix_ids[4];
     int n_suffix;
     int32_t bos_id, eos_id;
     char *bos_token, *eos_token; /* owned, "" when absent */
-    char *chat_template;      /* owned or NULL */
+    char *chat_template;         /* owned or NULL */
 };
 
 /* vocab.c */
