@@ -487,3 +487,33 @@ TEST(test_tokenizer_load_rejects_broken_tokenizer_json) {
     }
     free(full);
 }
+
+/* The texts behind qwen2-tiny-random's reference logits (ids cross-checked with llama.cpp):
+ * Qwen adds no BOS even when special tokens are requested. */
+TEST(test_tokenizer_qwen2_tiny_reference_texts_encode_to_reference_ids) {
+    xi_tokenizer *t = load("models/qwen2-tiny-random");
+    CHECK(t);
+    json_error_t je;
+    json_t *ref = json_load_file(xi_test_data("models/qwen2-tiny-random/reference.json"), 0, &je);
+    CHECK(ref);
+    size_t i;
+    json_t *s;
+    int cases = 0;
+    json_array_foreach(json_object_get(ref, "sequences"), i, s) {
+        const char *text = json_string_value(json_object_get(s, "text"));
+        json_t *want = json_object_get(s, "ids");
+        CHECK(text && json_is_array(want));
+        int32_t *ids;
+        char err[256];
+        int n = xi_tokenizer_encode(t, text, strlen(text), 1, 1, &ids, err, sizeof err);
+        CHECKF(n == (int)json_array_size(want), "%zu: %d ids, want %zu", i, n,
+               json_array_size(want));
+        for (int k = 0; k < n; k++)
+            CHECKF(ids[k] == json_integer_value(json_array_get(want, (size_t)k)), "%zu id %d", i, k);
+        free(ids);
+        cases++;
+    }
+    CHECK_EQ(cases, 3);
+    json_decref(ref);
+    xi_tokenizer_free(t);
+}
