@@ -10,6 +10,17 @@
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
+/* One read and json_loadb: json_load_file reads with getc, slow on the large references. */
+static json_t *read_json(const char *path) {
+    size_t len;
+    char err[256];
+    char *text = xi_read_file(path, &len, err, sizeof err);
+    json_error_t je;
+    json_t *j = text ? json_loadb(text, len, 0, &je) : NULL;
+    free(text);
+    return j;
+}
+
 static xi_tokenizer *load(const char *rel) {
     char err[512] = "";
     xi_tokenizer *t = xi_tokenizer_load(xi_test_data(rel), err, sizeof err);
@@ -155,8 +166,7 @@ TEST(test_tokenizer_vocab_json_merges_txt_folder_matches_vectors) {
 /* Rewrites stories260K's tokenizer.json with merges as ["a", "b"] pairs: both spellings of
  * the same merges must tokenize identically. */
 TEST(test_tokenizer_merges_as_pairs_equal_merges_as_strings) {
-    json_error_t je;
-    json_t *root = json_load_file(xi_test_data("models/stories260K/tokenizer.json"), 0, &je);
+    json_t *root = read_json(xi_test_data("models/stories260K/tokenizer.json"));
     CHECK(root);
     json_t *merges = json_object_get(json_object_get(root, "model"), "merges");
     CHECK(json_is_string(json_array_get(merges, 0)));
@@ -197,8 +207,7 @@ TEST(test_tokenizer_merges_as_pairs_equal_merges_as_strings) {
 TEST(test_tokenizer_stories260K_prompts_encode_to_reference_ids) {
     xi_tokenizer *t = load("models/stories260K");
     CHECK(t);
-    json_error_t je;
-    json_t *ref = json_load_file(xi_test_data("models/stories260K/reference.json"), 0, &je);
+    json_t *ref = read_json(xi_test_data("models/stories260K/reference.json"));
     CHECK(ref);
     size_t i;
     json_t *c;
@@ -230,8 +239,7 @@ TEST(test_tokenizer_stories260K_round_trips_text) {
     CHECK(t);
     vectors v;
     CHECK(read_vectors("tokenizer-vectors/ggml-vocab-llama-spm.gguf", &v) == 0);
-    json_error_t je;
-    json_t *ref = json_load_file(xi_test_data("models/stories260K/reference.json"), 0, &je);
+    json_t *ref = read_json(xi_test_data("models/stories260K/reference.json"));
     CHECK(ref);
     size_t i;
     json_t *c;
@@ -271,8 +279,7 @@ TEST(test_tokenizer_stories260K_round_trips_text) {
 TEST(test_tokenizer_qwen_chat_template_text_encodes_to_expected_ids) {
     xi_tokenizer *t = load("tokenizers/qwen2.5");
     CHECK(t);
-    json_error_t je;
-    json_t *all = json_load_file(xi_test_data("chat-templates/rendered_vectors.json"), 0, &je);
+    json_t *all = read_json(xi_test_data("chat-templates/rendered_vectors.json"));
     CHECK(all);
     size_t i;
     json_t *c;
@@ -493,8 +500,7 @@ TEST(test_tokenizer_load_rejects_broken_tokenizer_json) {
 TEST(test_tokenizer_qwen2_tiny_reference_texts_encode_to_reference_ids) {
     xi_tokenizer *t = load("models/qwen2-tiny-random");
     CHECK(t);
-    json_error_t je;
-    json_t *ref = json_load_file(xi_test_data("models/qwen2-tiny-random/reference.json"), 0, &je);
+    json_t *ref = read_json(xi_test_data("models/qwen2-tiny-random/reference.json"));
     CHECK(ref);
     size_t i;
     json_t *s;
