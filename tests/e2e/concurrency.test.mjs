@@ -11,7 +11,7 @@ const starts = ['Once upon a time', 'The little dog', 'Lily and Ben', 'One day, 
   'The sun was', 'In the park', 'Mom said'];
 
 before(async () => {
-  srv = await startServer('stories260K', ['--served-model-name', NAME, '--threads', '2']);
+  srv = await startServer('stories260K', ['--served-model-name', NAME]);
   client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'x', maxRetries: 0 });
 });
 after(async () => {
