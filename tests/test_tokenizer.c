@@ -10,8 +10,10 @@
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
-/* One read and json_loadb: json_load_file reads with getc, slow on the large references. */
-static json_t *read_json(const char *path) {
+/* One read and json_loadb: json_load_file reads with getc, slow on the large references.
+ * Shared with test_tokenizer_variants.c. */
+json_t *tok_test_read_json(const char *path);
+json_t *tok_test_read_json(const char *path) {
     size_t len;
     char err[256];
     char *text = xi_read_file(path, &len, err, sizeof err);
@@ -166,7 +168,7 @@ TEST(test_tokenizer_vocab_json_merges_txt_folder_matches_vectors) {
 /* Rewrites stories260K's tokenizer.json with merges as ["a", "b"] pairs: both spellings of
  * the same merges must tokenize identically. */
 TEST(test_tokenizer_merges_as_pairs_equal_merges_as_strings) {
-    json_t *root = read_json(xi_test_data("models/stories260K/tokenizer.json"));
+    json_t *root = tok_test_read_json(xi_test_data("models/stories260K/tokenizer.json"));
     CHECK(root);
     json_t *merges = json_object_get(json_object_get(root, "model"), "merges");
     CHECK(json_is_string(json_array_get(merges, 0)));
@@ -207,7 +209,7 @@ TEST(test_tokenizer_merges_as_pairs_equal_merges_as_strings) {
 TEST(test_tokenizer_stories260K_prompts_encode_to_reference_ids) {
     xi_tokenizer *t = load("models/stories260K");
     CHECK(t);
-    json_t *ref = read_json(xi_test_data("models/stories260K/reference.json"));
+    json_t *ref = tok_test_read_json(xi_test_data("models/stories260K/reference.json"));
     CHECK(ref);
     size_t i;
     json_t *c;
@@ -239,7 +241,7 @@ TEST(test_tokenizer_stories260K_round_trips_text) {
     CHECK(t);
     vectors v;
     CHECK(read_vectors("tokenizer-vectors/ggml-vocab-llama-spm.gguf", &v) == 0);
-    json_t *ref = read_json(xi_test_data("models/stories260K/reference.json"));
+    json_t *ref = tok_test_read_json(xi_test_data("models/stories260K/reference.json"));
     CHECK(ref);
     size_t i;
     json_t *c;
@@ -279,7 +281,7 @@ TEST(test_tokenizer_stories260K_round_trips_text) {
 TEST(test_tokenizer_qwen_chat_template_text_encodes_to_expected_ids) {
     xi_tokenizer *t = load("tokenizers/qwen2.5");
     CHECK(t);
-    json_t *all = read_json(xi_test_data("chat-templates/rendered_vectors.json"));
+    json_t *all = tok_test_read_json(xi_test_data("chat-templates/rendered_vectors.json"));
     CHECK(all);
     size_t i;
     json_t *c;
@@ -500,7 +502,7 @@ TEST(test_tokenizer_load_rejects_broken_tokenizer_json) {
 TEST(test_tokenizer_qwen2_tiny_reference_texts_encode_to_reference_ids) {
     xi_tokenizer *t = load("models/qwen2-tiny-random");
     CHECK(t);
-    json_t *ref = read_json(xi_test_data("models/qwen2-tiny-random/reference.json"));
+    json_t *ref = tok_test_read_json(xi_test_data("models/qwen2-tiny-random/reference.json"));
     CHECK(ref);
     size_t i;
     json_t *s;

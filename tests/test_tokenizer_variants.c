@@ -9,16 +9,8 @@
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
-/* json_load_file reads with getc: slow for a 7 MB tokenizer.json. */
-static json_t *read_json(const char *path) {
-    size_t len;
-    char err[256];
-    char *text = xi_read_file(path, &len, err, sizeof err);
-    json_error_t je;
-    json_t *j = text ? json_loadb(text, len, 0, &je) : NULL;
-    free(text);
-    return j;
-}
+/* Defined in test_tokenizer.c: a JSON file read in one piece (json_load_file uses getc). */
+json_t *tok_test_read_json(const char *path);
 
 /* Write root (and cfg when not NULL) into a fresh folder under the test's tmpdir and load it.
  * Takes both references. */
@@ -43,9 +35,9 @@ static xi_tokenizer *write_and_load(json_t *root, json_t *cfg, const char *sub) 
 static xi_tokenizer *load_variant(const char *rel, void (*edit)(json_t *root), const char *sub) {
     char path[1024];
     snprintf(path, sizeof path, "%s/tokenizer.json", xi_test_data(rel));
-    json_t *root = read_json(path);
+    json_t *root = tok_test_read_json(path);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", xi_test_data(rel));
-    json_t *cfg = read_json(path);
+    json_t *cfg = tok_test_read_json(path);
     if (!root || !cfg) {
         json_decref(root);
         json_decref(cfg);
