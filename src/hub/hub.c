@@ -386,7 +386,10 @@ static char *file_url(hub_ctx *c, const hub_file *f) {
 static int head_metadata(hub_ctx *c, hub_file *f, const char *url, char *err, size_t errlen) {
     xi_http_resp r;
     xi_http_req q = {.url = url, .token = c->token, .head = 1};
-    if (xi_http_do(&q, &r) || r.status >= 400) return list_error(c, &r, url, err, errlen);
+    if (!xi_http_do(&q, &r) && r.status == 404 && !strcmp(r.error_code, "EntryNotFound"))
+        return xi_errf(err, errlen, "%s@%s lists %s but the hub has no such file (HTTP 404)",
+                       c->repo, c->rev, f->path);
+    if (r.fail != XI_HTTP_OK || r.status >= 400) return list_error(c, &r, url, err, errlen);
     const char *etag = r.linked_etag[0] ? r.linked_etag : r.etag;
     if (!safe_blob_name(etag))
         return xi_errf(err, errlen, "%s: the hub sent no usable ETag for %s", c->repo, f->path);
@@ -404,6 +407,18 @@ static int ensure_file(hub_ctx *c, hub_file *f, xi_hub_result *res, char *err, s
     struct stat st;
     xi_buf_printf(&snap, "%s/snapshots/%s/%s", c->repo_dir, c->commit, f->path);
     if (!stat(snap.data, &st)) {
+        /* A link to another blob than the listing names is stale (a revision like
+         * ModelScope's "master" moved), not corrupt: link it anew. */
+        char target[512];
+        ssize_t n = readlink(snap.data, target, sizeof target - 1);
+        if (n > 0 && f->blob_id) {
+            target[n] = 0;
+            const char *base = strrchr(target, '/');
+            if (strcmp(base ? base + 1 : target, f->blob_id)) {
+                unlink(snap.data);
+                goto fetch;
+            }
+        }
         int ok = f->size < 0 || st.st_size == f->size;
         if (ok && c->verify && f->sha256) {
             ok = xi_hub_blob_ok(snap.data, f->sha256, -1, err, errlen);
@@ -422,6 +437,7 @@ static int ensure_file(hub_ctx *c, hub_file *f, xi_hub_result *res, char *err, s
         free(real);
         unlink(snap.data);
     }
+fetch:
     url = file_url(c, f);
     if (!url) {
         xi_errf(err, errlen, "out of memory");

@@ -410,3 +410,18 @@ TEST(test_hub_concurrent_pulls_of_one_repo_both_succeed) {
     CHECK(access(big_blob(".incomplete"), F_OK) != 0);
     fake_hub_stop(fx.h);
 }
+
+TEST(test_hub_stale_snapshot_link_is_pointed_at_the_listed_blob) {
+    UP();
+    fx.o.source = XI_HUB_SOURCE_MODELSCOPE;
+    PULL_OK(REPO);
+    /* as if "master" had moved: config.json links to another blob */
+    char *cfg = xi_path_join(fx.r.path, "config.json"), target[512];
+    CHECK(unlink(cfg) == 0);
+    snprintf(target, sizeof target, "../../blobs/%s", fake_hub_sha256(fx.h, "tokenizer_config.json"));
+    CHECK(symlink(target, cfg) == 0);
+    PULL_OK(REPO);
+    CHECK_EQ(fx.r.n_downloaded, 0); /* the listed blob is still in the store */
+    CHECK(same_bytes(cfg, src("config.json")));
+    fake_hub_stop(fx.h);
+}
