@@ -31,8 +31,9 @@ static xi_tokenizer *write_and_load(json_t *root, json_t *cfg, const char *sub) 
     return t;
 }
 
-/* rel/tokenizer.json changed by edit(), with the original tokenizer_config.json. */
-static xi_tokenizer *load_variant(const char *rel, void (*edit)(json_t *root), const char *sub) {
+/* rel/tokenizer.json changed by edit(), with tokenizer_config.json changed by edit_cfg. */
+static xi_tokenizer *load_variant_cfg(const char *rel, void (*edit)(json_t *root),
+                                      void (*edit_cfg)(json_t *cfg), const char *sub) {
     char path[1024];
     snprintf(path, sizeof path, "%s/tokenizer.json", xi_test_data(rel));
     json_t *root = tok_test_read_json(path);
@@ -44,7 +45,14 @@ static xi_tokenizer *load_variant(const char *rel, void (*edit)(json_t *root), c
         return NULL;
     }
     edit(root);
+    edit_cfg(cfg);
     return write_and_load(root, cfg, sub);
+}
+
+static void keep(json_t *root) { (void)root; }
+
+static xi_tokenizer *load_variant(const char *rel, void (*edit)(json_t *root), const char *sub) {
+    return load_variant_cfg(rel, edit, keep, sub);
 }
 
 static int encode(const xi_tokenizer *t, const char *s, int add, int parse, int32_t **ids) {
@@ -74,8 +82,6 @@ static void to_metaspace(json_t *root) {
                         json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement",
                                   "\xe2\x96\x81", "prepend_scheme", metaspace_scheme, "split", 0));
 }
-
-static void keep(json_t *root) { (void)root; }
 
 /* The older Metaspace pre-tokenizer (prepend "always", no split) tokenizes and decodes like
  * the Prepend + Replace normaliser pair it was replaced by, except that text starting with a
@@ -380,4 +386,39 @@ TEST(test_tokenizer_nfkc_nfd_lowercase_normalizers) {
         free(ids);
         xi_tokenizer_free(t);
     }
+}
+
+/* ---- BOS / EOS ---- */
+
+static void no_bos_with_eos(json_t *cfg) {
+    json_object_set_new(cfg, "add_bos_token", json_false());
+    json_object_set_new(cfg, "add_eos_token", json_true());
+}
+
+static void not_llama_class(json_t *cfg) {
+    no_bos_with_eos(cfg);
+    json_object_set_new(cfg, "tokenizer_class", json_string("PreTrainedTokenizerFast"));
+}
+
+/* transformers' LlamaTokenizerFast rebuilds the template from add_bos_token/add_eos_token;
+ * a generic fast tokenizer keeps the template of tokenizer.json. Either way BOS appears at
+ * most once. */
+TEST(test_tokenizer_llama_class_follows_add_bos_token_over_template) {
+    xi_tokenizer *l = load_variant_cfg("models/stories260K", keep, no_bos_with_eos, "llama");
+    xi_tokenizer *g = load_variant_cfg("models/stories260K", keep, not_llama_class, "generic");
+    CHECK(l && g);
+    int32_t *ids;
+    int n = encode(l, "Once", 1, 1, &ids);
+    CHECK(n >= 2);
+    CHECK(ids[0] != 1);
+    CHECK_EQ(ids[n - 1], 2);
+    free(ids);
+    n = encode(g, "Once", 1, 1, &ids);
+    CHECK(n >= 2);
+    CHECK_EQ(ids[0], 1);
+    CHECK(ids[n - 1] != 2);
+    for (int k = 1; k < n; k++) CHECK(ids[k] != 1);
+    free(ids);
+    xi_tokenizer_free(l);
+    xi_tokenizer_free(g);
 }

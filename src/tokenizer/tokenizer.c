@@ -445,9 +445,15 @@ static int read_config(xi_tokenizer *t, const json_t *cfg, int have_template, ch
     t->eos_id = eos ? xi_strmap_get(&t->vocab, eos, strlen(eos)) : -1;
     if (t->bos_id < 0 && t->n_prefix > 0) t->bos_id = t->prefix_ids[0];
     /* A post-processor template already decides BOS; add_bos_token only when there is none,
-     * so BOS is never added twice. */
-    if (!have_template && cfg) {
-        if (jbool(cfg, "add_bos_token", 0) && t->bos_id >= 0)
+     * so BOS is never added twice. The exception is transformers' Llama and Gemma tokenizer
+     * classes, which rebuild the template from add_bos_token / add_eos_token at load. */
+    const char *cls = cfg ? jstr(cfg, "tokenizer_class") : NULL;
+    int rebuild = cls && (!strncmp(cls, "LlamaTokenizer", 14) ||
+                          !strncmp(cls, "CodeLlamaTokenizer", 18) ||
+                          !strncmp(cls, "GemmaTokenizer", 14));
+    if (rebuild) t->n_prefix = t->n_suffix = 0;
+    if ((!have_template || rebuild) && cfg) {
+        if (jbool(cfg, "add_bos_token", rebuild) && t->bos_id >= 0)
             t->prefix_ids[t->n_prefix++] = t->bos_id;
         if (jbool(cfg, "add_eos_token", 0) && t->eos_id >= 0)
             t->suffix_ids[t->n_suffix++] = t->eos_id;

@@ -24,7 +24,8 @@ int xi_tokenizer_vocab_size(const xi_tokenizer *t);
 
 /* Text to ids. Returns the count (>= 0) and a malloc'ed *ids (free it), or -1 with err
  * (invalid UTF-8 input names the byte offset). add_special: prepend BOS etc. per the
- * tokenizer's post-processor, else tokenizer_config.json add_bos_token (never both).
+ * tokenizer's post-processor, else tokenizer_config.json add_bos_token (never both; for the
+ * Llama and Gemma tokenizer classes add_bos_token / add_eos_token win, as in transformers).
  * parse_special: text that spells a special added token becomes that token; non-special
  * added tokens are always matched, as in Hugging Face and llama.cpp. */
 int xi_tokenizer_encode(const xi_tokenizer *t, const char *text, size_t len, int add_special,
