@@ -13,8 +13,10 @@
 static const char gpt2_regex[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 /* Qwen2's, for a Qwen2Tokenizer folder without tokenizer.json. */
-static const char qwen2_regex[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{"
-                                  "N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+static const char qwen2_regex[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+                                  "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
+                                  "|\\p{N}"
+                                  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
                                   "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /* ---- JSON helpers ---- */
