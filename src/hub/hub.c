@@ -355,7 +355,7 @@ static int list_ms(hub_ctx *c, char *err, size_t errlen) {
         }
     }
     snprintf(c->commit, sizeof c->commit, "%s",
-             agree && commit && strlen(commit) < sizeof c->commit ? commit : c->rev);
+             agree && safe_blob_name(commit) ? commit : c->rev);
     rc = 0;
 done:
     json_decref(j);
