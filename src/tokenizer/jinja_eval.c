@@ -180,6 +180,7 @@ static jv eval_slice(jctx *c, const jnode *e) {
     if (obj.t == JV_LIST) {
         slice_bounds(c, parts[0], parts[1], parts[2], obj.u.l->n, &b, &en, &st);
         jv r = jv_list(c, 0);
+        r.u.l->tuple = obj.u.l->tuple;
         for (int64_t i = b; st > 0 ? i < en : i > en; i += st) jlist_push(c, r, obj.u.l->items[i]);
         return r;
     }
@@ -222,6 +223,7 @@ static jv repeat(jctx *c, jv seq, int64_t k) {
     }
     if (k && seq.u.l->n > (1 << 24) / k) jerr(c, "list repetition too large");
     jv r = jv_list(c, (int)(seq.u.l->n * k));
+    r.u.l->tuple = seq.u.l->tuple;
     for (int64_t i = 0; i < k; i++)
         for (int j = 0; j < seq.u.l->n; j++) jlist_push(c, r, seq.u.l->items[j]);
     return r;
@@ -296,8 +298,9 @@ static jv arith(jctx *c, int op, jv a, jv b) {
         jbuf_put(c, &s, b.u.s->s, b.u.s->len);
         return jv_str(c, s.data ? s.data : "", s.len);
     }
-    if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST) {
+    if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
         jv r = jv_list(c, a.u.l->n + b.u.l->n);
+        r.u.l->tuple = a.u.l->tuple;
         for (int i = 0; i < a.u.l->n; i++) jlist_push(c, r, a.u.l->items[i]);
         for (int i = 0; i < b.u.l->n; i++) jlist_push(c, r, b.u.l->items[i]);
         return r;

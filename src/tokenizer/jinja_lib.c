@@ -562,8 +562,10 @@ static jv f_reverse(jctx *c, jv in, jargs *a) {
 
 static jv f_round(jctx *c, jv in, jargs *a) {
     jv p = jarg(a, 0, "precision"), m = jarg(a, 1, "method");
+    int64_t prec = given(p) ? need_int(c, p, "round precision") : 0;
+    if (in.t != JV_FLOAT && prec >= 0 && !given(m)) return jv_int(need_int(c, in, "round"));
     double x = in.t == JV_FLOAT ? in.u.f : (double)need_int(c, in, "round");
-    double scale = pow(10, given(p) ? (double)need_int(c, p, "round precision") : 0);
+    double scale = pow(10, (double)prec);
     const char *method = given(m) ? need_str(c, m, "round method")->s : "common";
     double v = x * scale;
     if (!strcmp(method, "common")) v = round(v); /* half away from zero, as Jinja */
@@ -777,12 +779,18 @@ static int t_sameas(jctx *c, jv v, jargs *a) {
     default: return jv_equal(v, o);
     }
 }
-static int t_even(jctx *c, jv v, jargs *a) { (void)a; return need_int(c, v, "even") % 2 == 0; }
-static int t_odd(jctx *c, jv v, jargs *a) { (void)a; return need_int(c, v, "odd") % 2 != 0; }
+/* value % n in Python terms, for the parity and divisibility tests */
+static double py_mod(jctx *c, jv v, jv n, const char *what) {
+    double x = v.t == JV_FLOAT ? v.u.f : (double)need_int(c, v, what);
+    double y = n.t == JV_FLOAT ? n.u.f : (double)need_int(c, n, what);
+    if (y == 0) jerr(c, "%s: division by zero", what);
+    double r = fmod(x, y);
+    return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+static int t_even(jctx *c, jv v, jargs *a) { (void)a; return py_mod(c, v, jv_int(2), "even") == 0; }
+static int t_odd(jctx *c, jv v, jargs *a) { (void)a; return py_mod(c, v, jv_int(2), "odd") == 1; }
 static int t_divisibleby(jctx *c, jv v, jargs *a) {
-    int64_t d = need_int(c, jarg(a, 0, "num"), "divisibleby");
-    if (d == 0) jerr(c, "divisibleby: division by zero");
-    return d == -1 || need_int(c, v, "divisibleby") % d == 0;
+    return py_mod(c, v, jarg(a, 0, "num"), "divisibleby") == 0;
 }
 static int t_lower(jctx *c, jv v, jargs *a) { (void)a; return case_is(jv_to_str(c, v).u.s, 0); }
 static int t_upper(jctx *c, jv v, jargs *a) { (void)a; return case_is(jv_to_str(c, v).u.s, 1); }
