@@ -1,6 +1,7 @@
 /* The HTTP layer through real sockets with curl, before any model is loaded: routing, auth,
  * body limits and the loading state. The model-backed endpoints are covered by tests/e2e. */
 #include <stdlib.h>
+#include <time.h>
 
 #include "server/server.h"
 #include "test.h"
@@ -100,5 +101,53 @@ TEST(test_serve_http_body_over_limit_is_413) {
     o = http(port, args, "/v1/completions");
     /* a chunked body has no Content-Length: it is counted as it arrives, then refused */
     CHECKF(ends_with_status(o, "413"), "%.200s", o);
+    xi_server_free(s);
+}
+
+/* The whole path in one process (so the C ASan run covers it): engine + server, completions
+ * streamed and not, a client that hangs up mid-stream, then a clean shutdown. */
+TEST(test_serve_http_model_roundtrip_and_hangup_leave_engine_idle) {
+    char err[512] = "";
+    xi_engine_params p;
+    xi_engine_params_default(&p);
+    p.model_dir = xi_test_data("models/stories260K");
+    p.kv_cache_memory_bytes = 4 << 20;
+    p.n_threads = 1;
+    xi_engine *eng = xi_engine_open(&p, err, sizeof err);
+    CHECKF(eng, "%s", err);
+    CHECKF(xi_engine_start(eng, err, sizeof err) == 0, "%s", err);
+    int port;
+    xi_server *s = start(&port, NULL, 0);
+    CHECK(s);
+    CHECKF(xi_server_set_engine(s, eng, err, sizeof err) == 0, "%s", err);
+
+    char *o = http(port, "", "/health");
+    CHECKF(ends_with_status(o, "200"), "%s", o);
+    o = http(port, "-d '{\"model\":\"tiny\",\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"temperature\":0}'", "/v1/completions");
+    CHECKF(ends_with_status(o, "200") && strstr(o, "\"completion_tokens\":8"), "%s", o);
+    o = http(port, "-N -d '{\"prompt\":\"Once\",\"max_tokens\":4,\"stream\":true}'", "/v1/completions");
+    CHECKF(ends_with_status(o, "200") && strstr(o, "data: [DONE]\n\n"), "%s", o);
+    /* hang up after the first chunks of a long stream (head exits, curl dies on its next
+     * write): the request is aborted and its blocks freed */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "curl -s -N -d '{\"prompt\":\"Once\",\"max_tokens\":480,\"ignore_eos\":true,"
+             "\"stream\":true}' http://127.0.0.1:%d/v1/completions | head -c 300 >/dev/null", port);
+    xi_test_run(cmd, NULL);
+    xi_engine_stats st = {0};
+    for (int i = 0; i < 200; i++) {
+        xi_engine_get_stats(eng, &st);
+        if (!st.num_running && !st.num_waiting && xi_server_in_flight(s) == 0) break;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(st.num_running, 0);
+    CHECK_EQ(st.num_waiting, 0);
+    CHECK_NEAR(st.kv_cache_usage, 0, 0);
+    CHECK_EQ(xi_server_in_flight(s), 0);
+    o = http(port, "", "/metrics");
+    CHECKF(strstr(o, "vllm:request_success_total{finished_reason=\"abort\",model_name=\"tiny\"} 1\n"), "%s", o);
+    CHECKF(strstr(o, "vllm:request_success_total{finished_reason=\"length\",model_name=\"tiny\"} 2\n"), "%s", o);
+    xi_server_stop(s);
+    xi_engine_close(eng);
     xi_server_free(s);
 }
