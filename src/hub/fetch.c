@@ -88,15 +88,23 @@ const char *xi_hub_fmt_bytes(int64_t n, char *buf, size_t len) {
 
 typedef struct progress {
     int bar;                    /* draw a terminal bar */
+    int quiet;                  /* no bar and no log lines */
     const char *name;
     int64_t total;              /* -1 unknown */
     int64_t start_bytes;        /* already on disk when this run began (resumed) */
     double t0, t_last;
 } progress;
 
+/* A terminal gets a bar redrawn ten times a second; a log (serve's stderr in a file) gets a
+ * line every 15 s, so a long download is never silent. */
 static void progress_draw(progress *p, int64_t done, int final) {
     double now = xi_now();
-    if (!p->bar || (!final && now - p->t_last < 0.1)) return;
+    if (p->quiet || (!p->bar && final)) return;
+    if (!final && now - p->t_last < (p->bar ? 0.1 : 15.0)) return;
+    if (!p->bar && p->t_last == 0) { /* the first log line comes after 15 s, not at once */
+        p->t_last = now;
+        return;
+    }
     p->t_last = now;
     double dt = now - p->t0;
     double rate = dt > 0 ? (double)(done - p->start_bytes) / dt : 0;
@@ -108,12 +116,16 @@ static void progress_draw(progress *p, int64_t done, int final) {
         long s = (long)((double)(p->total - done) / rate);
         snprintf(eta, sizeof eta, " ETA %ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
     }
+    int pct = p->total > 0 ? (int)(100.0 * (double)done / (double)p->total) : 0;
+    if (!p->bar) {
+        XI_INFO("%s: %d%% %s/%s %s/s%s", p->name, pct, a, p->total > 0 ? b : "?", r, eta);
+        return;
+    }
     char barbuf[32];
     int w = 24, fill = p->total > 0 ? (int)((double)done / (double)p->total * w) : 0;
     for (int i = 0; i < w; i++) barbuf[i] = i < fill ? '#' : '.';
     barbuf[w] = 0;
-    fprintf(stderr, "\r%-32.32s %3d%% [%s] %s/%s %s/s%s\033[K", p->name,
-            p->total > 0 ? (int)(100.0 * (double)done / (double)p->total) : 0, barbuf, a,
+    fprintf(stderr, "\r%-32.32s %3d%% [%s] %s/%s %s/s%s\033[K", p->name, pct, barbuf, a,
             p->total > 0 ? b : "?", r, eta);
     if (final) fputc('\n', stderr);
     fflush(stderr);
@@ -197,7 +209,7 @@ static int check_space(int fd, const char *path, int64_t need, char *err, size_t
 
 static int download(xi_hub_fetch *f, int fd, const char *tmp, EVP_MD_CTX *md, int64_t *have,
                     char *err, size_t errlen) {
-    progress prog = {f->progress, f->display, f->size, *have, xi_now(), 0};
+    progress prog = {f->progress, f->quiet, f->display, f->size, *have, xi_now(), 0};
     int retries = f->retries < 0 ? 5 : f->retries;
     for (int attempt = 0;; attempt++) {
         if (f->size >= 0 && *have == f->size) break;
