@@ -171,6 +171,7 @@ static double sched_only(int n, int prompt_len, int gen, double *util) {
 int main(int argc, char **argv) {
     const char *model05 = NULL, *ttft_model = NULL, *data = "../shared/data";
     int threads = 0;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each result as soon as it is measured */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) model05 = argv[++i];
         else if (!strcmp(argv[i], "--ttft-model") && i + 1 < argc) ttft_model = argv[++i];
