@@ -245,14 +245,14 @@ TEST(test_min_p_drops_tokens_below_fraction_of_best) {
 TEST(test_penalties_change_exactly_the_expected_logits) {
     enum { V = 8 };
     const int32_t prompt[] = {1, 2, 2};
-    xi_logit_bias bias[] = {{6, 1.5f}};
+    xi_logit_bias bias[] = {{6, 1.5f}, {1, 2.0f}};
     xi_sampling p;
     xi_sampling_default(&p);
     p.repetition_penalty = 2.0f;
     p.presence_penalty = 0.5f;
     p.frequency_penalty = 0.25f;
     p.bias = bias;
-    p.n_bias = 1;
+    p.n_bias = 2;
     rig r;
     CHECK(rig_init(&r, &p, prompt, 3, V) == 0);
     /* Output so far: 3 twice, 2 once, 5 once. */
@@ -266,7 +266,7 @@ TEST(test_penalties_change_exactly_the_expected_logits) {
     xi_sampler_apply_penalties(r.s, row, V);
     const float want[V] = {
         1.0f,                   /* untouched */
-        1.0f,                   /* prompt only: 2 / 2 */
+        2.0f,                   /* prompt only, biased first: (2 + 2) / 2 */
         -4.0f - 0.25f - 0.5f,   /* prompt + output once: -2 * 2, then -f - p */
         2.0f - 0.5f - 0.5f,     /* output twice: 4 / 2 - 2f - p */
         3.0f,                   /* untouched */

@@ -137,8 +137,8 @@ xi_sampler *xi_sampler_new(const xi_sampling *p, const int32_t *prompt, int n_pr
         if (p->bias[i].token < 0 || p->bias[i].token >= vocab)
             return xi_errf(err, errlen, "logit_bias: token %d out of range [0, %d)",
                            p->bias[i].token, vocab), NULL;
-        if (isnan(p->bias[i].bias))
-            return xi_errf(err, errlen, "logit_bias: token %d has a NaN bias",
+        if (!isfinite(p->bias[i].bias))
+            return xi_errf(err, errlen, "logit_bias: token %d has a non-finite bias",
                            p->bias[i].token), NULL;
     }
     for (int i = 0; i < p->n_stop_ids; i++)
@@ -205,20 +205,25 @@ int xi_sampler_count(const xi_sampler *s, int32_t token) {
 
 void xi_sampler_apply_penalties(const xi_sampler *s, float *row, int vocab) {
     const xi_sampling *p = &s->p;
+    /* vLLM v1 runs min_tokens and logit_bias (its non-argmax-invariant processors) before
+     * the penalties, so a penalty scales a biased logit. */
+    if (s->n_generated < p->min_tokens)
+        for (int i = 0; i < p->n_stop_ids; i++)
+            if (p->stop_ids[i] < vocab) row[p->stop_ids[i]] = -INFINITY;
+    for (int i = 0; i < p->n_bias; i++)
+        if (p->bias[i].token < vocab) row[p->bias[i].token] += p->bias[i].bias;
     float rep = p->repetition_penalty;
     for (int i = 0; i < s->n; i++) {
         const seen_tok *e = &s->seen[i];
         if (e->token >= vocab) continue;
         float x = row[e->token];
         if (rep != 1.0f && (e->in_prompt || e->count > 0)) x = x > 0 ? x / rep : x * rep;
-        if (e->count > 0) x -= p->frequency_penalty * (float)e->count + p->presence_penalty;
+        if (e->count > 0) {
+            x -= p->frequency_penalty * (float)e->count;
+            x -= p->presence_penalty;
+        }
         row[e->token] = x;
     }
-    for (int i = 0; i < p->n_bias; i++)
-        if (p->bias[i].token < vocab) row[p->bias[i].token] += p->bias[i].bias;
-    if (s->n_generated < p->min_tokens)
-        for (int i = 0; i < p->n_stop_ids; i++)
-            if (p->stop_ids[i] < vocab) row[p->stop_ids[i]] = -INFINITY;
 }
 
 /* ==== truncation and the draw =========================================================== */

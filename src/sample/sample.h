@@ -3,10 +3,10 @@
  * Order of operations (vLLM v1's Sampler):
  *   1. copy the row into scratch (the caller's row stays the raw model logits, which the
  *      logprobs below need);
- *   2. repetition penalty over prompt + output tokens (logit > 0 → /p, else ×p), then
+ *   2. EOS / stop ids → −inf while fewer than min_tokens were generated, and logit_bias
+ *      (additive): vLLM v1's non-argmax-invariant processors, which run first;
+ *   3. repetition penalty over prompt + output tokens (logit > 0 → /p, else ×p), then
  *      frequency (−f × count) and presence (−p if count > 0) over output tokens only;
- *   3. logit_bias (additive), then EOS / stop ids → −inf while fewer than min_tokens were
- *      generated;
  *   4. temperature < 1e-5 → greedy argmax (lowest id wins a tie), done;
  *   5. divide by temperature; min-p keeps p_i ≥ min_p · p_max (relative to the whole
  *      distribution, as vLLM v1 applies min-p before top-k/top-p); top-k keeps the k largest
