@@ -4,6 +4,7 @@
 
 #include "server/metrics.h"
 #include "server/oai.h"
+#include "server/server_internal.h"
 #include "test.h"
 
 static int parse(xi_oai_request *r, int chat, const char *body, xi_oai_error *e) {
@@ -335,4 +336,23 @@ TEST(test_serve_oai_every_field_with_every_json_type_never_crashes) {
                 xi_oai_request_free(&r);
             }
     CHECK(accepted > 100 && rejected > 100); /* both paths were exercised */
+}
+
+TEST(test_serve_invalid_utf8_in_output_becomes_replacement_chars) {
+    /* a lone continuation byte, a truncated 3-byte sequence, a surrogate, then valid text */
+    const char in[] = "a\x80" "b\xe2\x82" "c\xed\xa0\x80" "\xc3\xa9";
+    size_t len;
+    char *out = xi_srv_utf8_clean(in, sizeof in - 1, &len);
+    CHECK(out);
+    CHECK_EQ(len, strlen(out));
+    CHECK(strncmp(out, "a\xEF\xBF\xBD" "b", 5) == 0);
+    CHECK(strstr(out, "c") && strstr(out, "\xc3\xa9"));
+    json_t *v = xi_srv_json_text(in, sizeof in - 1);
+    CHECK(json_is_string(v));
+    CHECK_STR(json_string_value(v), out);
+    json_decref(v);
+    free(out);
+    v = xi_srv_json_text("ok \xe4\xbd\xa0", 6); /* valid text passes unchanged */
+    CHECK_STR(json_string_value(v), "ok \xe4\xbd\xa0");
+    json_decref(v);
 }

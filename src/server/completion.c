@@ -345,11 +345,11 @@ static json_t *chat_lp_entries(xi_job *j, int32_t *prev, const lp_copy *l, int n
         json_t *top = json_array();
         for (int k = 0; k < l[i].n_top && k < j->req.logprobs; k++) {
             char *tt = token_text(j, *prev, l[i].top[k].token);
-            json_array_append_new(top, json_pack("{s:s, s:o, s:o}", "token", tt, "logprob",
-                                                 lp_value(l[i].top[k].logprob), "bytes", bytes_of(tt)));
+            json_array_append_new(top, json_pack("{s:o, s:o, s:o}", "token", xi_srv_json_text(tt, strlen(tt)),
+                                                 "logprob", lp_value(l[i].top[k].logprob), "bytes", bytes_of(tt)));
             free(tt);
         }
-        json_array_append_new(a, json_pack("{s:s, s:o, s:o, s:o}", "token", t, "logprob",
+        json_array_append_new(a, json_pack("{s:o, s:o, s:o, s:o}", "token", xi_srv_json_text(t, strlen(t)), "logprob",
                                            lp_value(l[i].logprob), "bytes", bytes_of(t),
                                            "top_logprobs", top));
         free(t);
@@ -365,7 +365,7 @@ static void completion_lp_add(xi_job *j, json_t *lp, size_t *offset, int32_t *pr
     json_t *top = json_object_get(lp, "top_logprobs"), *off = json_object_get(lp, "text_offset");
     for (int i = 0; i < n; i++) {
         char *t = token_text(j, *prev, l[i].token);
-        json_array_append_new(tokens, json_string(t));
+        json_array_append_new(tokens, xi_srv_json_text(t, strlen(t)));
         json_array_append_new(off, json_integer((json_int_t)*offset));
         *offset += strlen(t);
         int first = prompt && i == 0;
@@ -376,7 +376,9 @@ static void completion_lp_add(xi_job *j, json_t *lp, size_t *offset, int32_t *pr
             json_t *d = json_object();
             for (int k = 0; k < l[i].n_top && k < j->req.logprobs; k++) {
                 char *tt = token_text(j, *prev, l[i].top[k].token);
-                json_object_set_new(d, tt, lp_value(l[i].top[k].logprob));
+                char *key = xi_srv_utf8_clean(tt, strlen(tt), NULL);
+                if (key) json_object_set_new(d, key, lp_value(l[i].top[k].logprob));
+                free(key);
                 free(tt);
             }
             json_array_append_new(top, d);
@@ -488,7 +490,7 @@ static void consume(xi_job *j, job_event *ev) {
     json_t *finish = ev->finish != XI_FINISH_NONE ? json_string(finish_name(ev->finish)) : json_null();
     if (j->req.chat) {
         json_t *delta = json_object();
-        if (has_text) json_object_set_new(delta, "content", json_stringn(ev->text ? ev->text : "", ev->text_len));
+        if (has_text) json_object_set_new(delta, "content", xi_srv_json_text(ev->text, ev->text_len));
         json_t *l = want_lp && ev->lps ? json_pack("{s:o}", "content", chat_lp_entries(j, &c->prev_token, ev->lps, ev->n_ids)) : json_null();
         ch = json_pack("{s:i, s:o, s:o, s:o}", "index", ev->choice, "delta", delta, "logprobs", l,
                        "finish_reason", finish);
@@ -500,7 +502,7 @@ static void consume(xi_job *j, job_event *ev) {
             if (ev->text_len) memcpy(t + plen, ev->text, ev->text_len);
         }
         ch = json_pack("{s:i, s:o, s:o, s:o}", "index", ev->choice, "text",
-                       t ? json_stringn(t, plen + ev->text_len) : json_string(""), "logprobs",
+                       t ? xi_srv_json_text(t, plen + ev->text_len) : json_string(""), "logprobs",
                        lp ? lp : json_null(), "finish_reason", finish);
         lp = NULL;
         free(t);
@@ -599,8 +601,7 @@ static enum MHD_Result answer_body(xi_job *j) {
     for (int i = 0; i < j->n_choices; i++) {
         job_choice *c = &j->choices[i];
         if (c->finish == XI_FINISH_ERROR || c->finish == XI_FINISH_NONE) worst = 1;
-        json_t *text = json_stringn(c->text ? c->text : "", c->text_len);
-        if (!text) text = json_string("");
+        json_t *text = xi_srv_json_text(c->text, c->text_len);
         json_t *lp = c->lp ? json_incref(c->lp) : json_null();
         json_t *ch = j->req.chat
             ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant",
