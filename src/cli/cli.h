@@ -10,5 +10,6 @@ int cmd_env(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
 
 #endif

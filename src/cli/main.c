@@ -14,6 +14,7 @@
 #pragma weak cmd_plan
 #pragma weak cmd_bench
 #pragma weak cmd_chat
+#pragma weak cmd_pull
 
 static const struct {
     const char *name;
@@ -23,6 +24,7 @@ static const struct {
     {"serve", cmd_serve, "OpenAI-compatible HTTP server (drop-in for `vllm serve`)"},
     {"generate", cmd_generate, "generate text from a prompt or a JSONL file of prompts"},
     {"chat", cmd_chat, "interactive chat in the terminal"},
+    {"pull", cmd_pull, "download a model from Hugging Face or ModelScope into the cache"},
     {"tokenize", cmd_tokenize, "text to token ids, or ids back to text"},
     {"inspect", cmd_inspect, "print a model folder's architecture, dtypes and tensors"},
     {"env", cmd_env, "check whether this machine is ready (OS, CPU, Ascend stack)"},
