@@ -112,7 +112,7 @@ typedef struct {
 } flag_def;
 
 static const flag_def flags[] = {
-    {"--model", NULL, F_MODEL, 1, "PATH      model folder (see MODEL below)"},
+    {"--model", NULL, F_MODEL, 1, "PATH      model folder (see MODEL above)"},
     {"--served-model-name", NULL, F_SERVED, 1, "NAME...   names clients use (default: MODEL as given)"},
     {"--host", NULL, F_HOST, 1, "HOST      address to listen on (0.0.0.0)"},
     {"--port", NULL, F_PORT, 1, "PORT      TCP port (8000; 0 picks a free one)"},
