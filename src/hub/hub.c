@@ -386,7 +386,19 @@ static char *file_url(hub_ctx *c, const hub_file *f) {
 static int head_metadata(hub_ctx *c, hub_file *f, const char *url, char *err, size_t errlen) {
     xi_http_resp r;
     xi_http_req q = {.url = url, .token = c->token, .head = 1};
-    if (!xi_http_do(&q, &r) && r.status == 404 && !strcmp(r.error_code, "EntryNotFound"))
+    xi_buf moved = {0};
+    int rc = xi_http_do(&q, &r);
+    /* A renamed repo answers with a relative redirect to its new name: follow those only
+     * (an absolute one goes to the blob CDN and is what the metadata is about). */
+    for (int hop = 0; !rc && hop < 5 && r.status >= 301 && r.status <= 308 && r.location[0] == '/';
+         hop++) {
+        moved.len = 0;
+        xi_buf_printf(&moved, "%s%s", c->endpoint, r.location);
+        q.url = moved.data;
+        rc = xi_http_do(&q, &r);
+    }
+    xi_buf_free(&moved);
+    if (!rc && r.status == 404 && !strcmp(r.error_code, "EntryNotFound"))
         return xi_errf(err, errlen, "%s@%s lists %s but the hub has no such file (HTTP 404)",
                        c->repo, c->rev, f->path);
     if (r.fail != XI_HTTP_OK || r.status >= 400) return list_error(c, &r, url, err, errlen);

@@ -296,6 +296,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     int api = !strncmp(url, "/api/models/", 12);
     const char *rest = split_repo(url + (api ? 12 : 1), repo, sizeof repo);
+    if (!strcmp(repo, "xi-test/renamed")) {
+        /* Hugging Face keeps old names of a renamed repo alive as relative redirects. */
+        char loc[1024];
+        snprintf(loc, sizeof loc, "%sxi-test/stories260K/%s", api ? "/api/models/" : "/", rest);
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, "Location", loc);
+        enum MHD_Result ret = MHD_queue_response(c, 307, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
     repo_view v = repo_of(repo);
     if (!v.ok) return send_text(c, 401, "{\"error\":\"Repository not found\"}", "RepoNotFound");
     if (v.gated && !authorised(c))

@@ -3,8 +3,9 @@
  *
  * Repos: xi-test/stories260K (public, the folder given), xi-test/gated (the same files, but
  * only with "Authorization: Bearer hf_secret"), xi-test/bin-only (config.json and
- * pytorch_model.bin, no safetensors). Any other repo: 401 RepoNotFound, as Hugging Face
- * answers an anonymous client.
+ * pytorch_model.bin, no safetensors), xi-test/renamed (relative 307 redirects to
+ * xi-test/stories260K on the Hugging Face routes). Any other repo: 401 RepoNotFound, as
+ * Hugging Face answers an anonymous client.
  *
  * Hugging Face routes:
  *   GET  /api/models/ORG/NAME/revision/REV[?blobs=true]  {"sha", "siblings": [{"rfilename",

@@ -425,3 +425,13 @@ TEST(test_hub_stale_snapshot_link_is_pointed_at_the_listed_blob) {
     CHECK(same_bytes(cfg, src("config.json")));
     fake_hub_stop(fx.h);
 }
+
+TEST(test_hub_renamed_repo_is_followed_through_relative_redirects) {
+    UP();
+    fake_hub_listing_without_blobs(fx.h); /* so the HEAD requests meet the redirects too */
+    PULL_OK("xi-test/renamed");
+    CHECK_STR(fx.r.commit, fake_hub_commit(fx.h));
+    CHECK(strstr(fx.r.path, "/models--xi-test--renamed/snapshots/"));
+    CHECK(same_bytes(xi_path_join(fx.r.path, BIG), src(BIG)));
+    fake_hub_stop(fx.h);
+}
