@@ -1,5 +1,6 @@
 /* xinfer pull through the real binary against the fake hub: the folder on stdout, one error
  * line and exit code 1 on failure, offline re-use of the cache. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,5 +64,32 @@ TEST(test_hub_cli_pull_failure_is_one_line_and_exit_code_1) {
     CHECKF(err && !strncmp(err, "xinfer pull: xi-test/missing: no such model", 43), "%s", err);
     CHECKF(strchr(err, '\n') == err + strlen(err) - 1, "not one line: %s", err);
     CHECK_EQ(run_pull(h, "", "--source nowhere x/y", &out, &err), 2);
+    fake_hub_stop(h);
+}
+
+/* The issue's acceptance check: a hub name wherever a model folder goes. Passes once
+ * `generate` resolves --model through xi_hub_resolve. */
+TEST(test_hub_cli_generate_accepts_a_hub_name) {
+    fake_hub *h = fake_hub_start(xi_test_data("models/stories260K"));
+    CHECK(h);
+    char *refp = xi_test_data("models/stories260K/reference.json");
+    char *ref = xi_read_file(refp, NULL, NULL, 0);
+    CHECK(ref);
+    json_t *j = json_loads(ref, 0, NULL);
+    CHECK(j);
+    const char *want = json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "cases"), 0), "text"));
+    CHECK(want);
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "env -u HF_HUB_OFFLINE HF_ENDPOINT=%s HF_HUB_CACHE=%s/cache %s "
+             "generate --model xi-test/stories260K --prompt '' --max-tokens 200 --temperature 0 "
+             "2>/dev/null", fake_hub_url(h), xi_test_tmpdir(), xi_test_bin());
+    CHECK(xi_test_run(cmd, &out) == 0);
+    chomp(out);
+    size_t n = strlen(want);
+    while (n && (want[n - 1] == '\n' || want[n - 1] == ' ')) n--;
+    CHECKF(strlen(out) == n && !strncmp(out, want, n), "got:\n%s\nwant:\n%.*s", out, (int)n, want);
+    CHECK(fake_hub_downloads(h, "model.safetensors") == 1);
+    json_decref(j);
     fake_hub_stop(h);
 }
