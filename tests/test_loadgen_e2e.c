@@ -30,18 +30,38 @@ static void free_levels(xi_loadgen_level *lv, int n) {
     for (int i = 0; i < n; i++) xi_loadgen_level_free(&lv[i]);
 }
 
-TEST(test_loadgen_measures_ttft_itl_tpot_and_tokens_of_delayed_streams) {
-    fake_oai_opts o = {.tokens = 8, .first_delay_ms = 60, .delay_ms = 15};
-    fake_oai *f = fake_oai_start(&o);
-    CHECK(f);
-    int levels[] = {1, 2};
+/* A fake server and a sweep against it. */
+typedef struct sweep {
+    fake_oai *f;
     xi_loadgen_config c;
-    config_for(&c, fake_oai_url(f), levels, 2, 4, 8);
-    xi_loadgen_level lv[2];
-    char err[256] = "";
-    CHECKF(xi_loadgen_run(&c, lv, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    int levels[4];
+    xi_loadgen_level lv[4];
+    char err[256];
+} sweep;
+
+static int sweep_fake(sweep *s, const fake_oai_opts *o, const int *levels, int n_levels,
+                      int num_requests, int output_len) {
+    memset(s, 0, sizeof *s);
+    if (n_levels > 4 || !(s->f = fake_oai_start(o))) return -1;
+    memcpy(s->levels, levels, sizeof(int) * (size_t)n_levels);
+    config_for(&s->c, fake_oai_url(s->f), s->levels, n_levels, num_requests, output_len);
+    return 0;
+}
+
+static int sweep_run(sweep *s) { return xi_loadgen_run(&s->c, s->lv, NULL, NULL, s->err, sizeof s->err); }
+
+static void sweep_free(sweep *s) {
+    free_levels(s->lv, s->c.n_levels);
+    fake_oai_stop(s->f);
+}
+
+TEST(test_loadgen_measures_ttft_itl_tpot_and_tokens_of_delayed_streams) {
+    sweep s;
+    fake_oai_opts o = {.tokens = 8, .first_delay_ms = 60, .delay_ms = 15};
+    CHECK(sweep_fake(&s, &o, (int[]){1, 2}, 2, 4, 8) == 0);
+    CHECKF(sweep_run(&s) == 0, "%s", s.err);
     for (int l = 0; l < 2; l++) {
-        xi_loadgen_level *v = &lv[l];
+        xi_loadgen_level *v = &s.lv[l];
         CHECKF(v->completed == 4 && v->n_errors == 0, "level %d: %d ok, first error %s", l,
                v->completed, v->first_error ? v->first_error : "-");
         CHECK_EQ(v->output_tokens, 32);
@@ -57,126 +77,98 @@ TEST(test_loadgen_measures_ttft_itl_tpot_and_tokens_of_delayed_streams) {
         CHECK_NEAR(v->output_throughput, v->output_tokens / v->duration_s, 1e-6);
     }
     /* Four 165 ms requests one at a time take at least 0.66 s; two at a time about half. */
-    CHECKF(lv[0].duration_s >= 0.66 && lv[1].duration_s >= 0.33 && lv[1].duration_s < lv[0].duration_s,
-           "durations %.3f %.3f", lv[0].duration_s, lv[1].duration_s);
-    CHECK_EQ(fake_oai_requests(f), 8);
-    free_levels(lv, 2);
-    fake_oai_stop(f);
+    CHECKF(s.lv[0].duration_s >= 0.66 && s.lv[1].duration_s >= 0.33 &&
+           s.lv[1].duration_s < s.lv[0].duration_s,
+           "durations %.3f %.3f", s.lv[0].duration_s, s.lv[1].duration_s);
+    CHECK_EQ(fake_oai_requests(s.f), 8);
+    sweep_free(&s);
 }
 
 TEST(test_loadgen_keeps_exactly_the_level_concurrency_in_flight) {
-    int levels[][1] = {{4}, {3}};
-    for (int t = 0; t < 2; t++) {
+    for (int conc = 3; conc <= 4; conc++) {
+        sweep s;
         fake_oai_opts o = {.tokens = 3, .first_delay_ms = 100, .delay_ms = 5};
-        fake_oai *f = fake_oai_start(&o);
-        CHECK(f);
-        xi_loadgen_config c;
-        config_for(&c, fake_oai_url(f), levels[t], 1, 9, 3);
-        xi_loadgen_level lv[1];
-        char err[256] = "";
-        CHECKF(xi_loadgen_run(&c, lv, NULL, NULL, err, sizeof err) == 0, "%s", err);
-        CHECK_EQ(lv[0].completed, 9);
-        CHECK_EQ(fake_oai_requests(f), 9);
-        CHECK_EQ(fake_oai_max_inflight(f), levels[t][0]);
-        free_levels(lv, 1);
-        fake_oai_stop(f);
+        CHECK(sweep_fake(&s, &o, &conc, 1, 9, 3) == 0);
+        CHECKF(sweep_run(&s) == 0, "%s", s.err);
+        CHECK_EQ(s.lv[0].completed, 9);
+        CHECK_EQ(fake_oai_requests(s.f), 9);
+        CHECK_EQ(fake_oai_max_inflight(s.f), conc);
+        sweep_free(&s);
     }
 }
 
 TEST(test_loadgen_chat_ttft_waits_for_content_not_the_role_chunk) {
+    sweep s;
     fake_oai_opts o = {.tokens = 4, .first_delay_ms = 80, .delay_ms = 5};
-    fake_oai *f = fake_oai_start(&o);
-    CHECK(f);
-    int levels[] = {2};
-    xi_loadgen_config c;
-    config_for(&c, fake_oai_url(f), levels, 1, 2, 4);
-    c.endpoint = XI_LG_CHAT;
-    xi_loadgen_level lv[1];
-    char err[256] = "";
-    CHECKF(xi_loadgen_run(&c, lv, NULL, NULL, err, sizeof err) == 0, "%s", err);
-    CHECK_EQ(lv[0].completed, 2);
-    CHECKF(lv[0].ttft.min >= 79, "ttft %.1f", lv[0].ttft.min);
-    CHECK_EQ(lv[0].output_tokens, 8);
-    char *path = fake_oai_last_path(f), *body = fake_oai_last_body(f);
+    CHECK(sweep_fake(&s, &o, (int[]){2}, 1, 2, 4) == 0);
+    s.c.endpoint = XI_LG_CHAT;
+    CHECKF(sweep_run(&s) == 0, "%s", s.err);
+    CHECK_EQ(s.lv[0].completed, 2);
+    CHECKF(s.lv[0].ttft.min >= 79, "ttft %.1f", s.lv[0].ttft.min);
+    CHECK_EQ(s.lv[0].output_tokens, 8);
+    char *path = fake_oai_last_path(s.f), *body = fake_oai_last_body(s.f);
     CHECK_STR(path, "/v1/chat/completions");
     CHECK(strstr(body, "\"messages\"") && !strstr(body, "\"prompt\""));
     free(path), free(body);
-    free_levels(lv, 1);
-    fake_oai_stop(f);
+    sweep_free(&s);
 }
 
 TEST(test_loadgen_counts_content_chunks_when_the_server_sends_no_usage) {
+    sweep s;
     fake_oai_opts o = {.tokens = 5, .no_usage = 1};
-    fake_oai *f = fake_oai_start(&o);
-    CHECK(f);
-    int levels[] = {2};
-    xi_loadgen_config c;
-    config_for(&c, fake_oai_url(f), levels, 1, 3, 5);
-    xi_loadgen_level lv[1];
-    char err[256] = "";
-    CHECKF(xi_loadgen_run(&c, lv, NULL, NULL, err, sizeof err) == 0, "%s", err);
-    CHECK_EQ(lv[0].completed, 3);
-    CHECK_EQ(lv[0].usage_reported, 0);
-    CHECK_EQ(lv[0].output_tokens, 15);
-    CHECK_EQ(lv[0].input_tokens, 0);
-    free_levels(lv, 1);
-    fake_oai_stop(f);
+    CHECK(sweep_fake(&s, &o, (int[]){2}, 1, 3, 5) == 0);
+    CHECKF(sweep_run(&s) == 0, "%s", s.err);
+    CHECK_EQ(s.lv[0].completed, 3);
+    CHECK_EQ(s.lv[0].usage_reported, 0);
+    CHECK_EQ(s.lv[0].output_tokens, 15);
+    CHECK_EQ(s.lv[0].input_tokens, 0);
+    sweep_free(&s);
 }
 
 TEST(test_loadgen_sends_the_key_the_body_and_the_shared_prefix) {
+    sweep s;
     fake_oai_opts o = {.tokens = 2};
-    fake_oai *f = fake_oai_start(&o);
-    CHECK(f);
-    int levels[] = {1};
-    xi_loadgen_config c;
-    config_for(&c, fake_oai_url(f), levels, 1, 2, 2);
-    c.api_key = "k-123";
-    c.shared_prefix_len = 5;
-    c.prompt_len_min = c.prompt_len_max = 3;
-    xi_loadgen_level lv[1];
-    char err[256] = "";
-    CHECKF(xi_loadgen_run(&c, lv, NULL, NULL, err, sizeof err) == 0, "%s", err);
-    CHECK_EQ(lv[0].input_tokens, 2 * 8);   /* the fake counts prompt words as tokens */
-    char *auth = fake_oai_last_auth(f), *body = fake_oai_last_body(f), *path = fake_oai_last_path(f);
+    CHECK(sweep_fake(&s, &o, (int[]){1}, 1, 2, 2) == 0);
+    s.c.api_key = "k-123";
+    s.c.shared_prefix_len = 5;
+    s.c.prompt_len_min = s.c.prompt_len_max = 3;
+    CHECKF(sweep_run(&s) == 0, "%s", s.err);
+    CHECK_EQ(s.lv[0].input_tokens, 2 * 8);   /* the fake counts prompt words as tokens */
+    char *auth = fake_oai_last_auth(s.f), *body = fake_oai_last_body(s.f);
+    char *path = fake_oai_last_path(s.f);
     CHECK_STR(auth, "Bearer k-123");
     CHECK_STR(path, "/v1/completions");
     json_t *j = json_loads(body, 0, NULL);
     CHECK(j);
-    char *prefix = xi_loadgen_prompt(c.seed, 0, 0, 5, 0);
+    char *prefix = xi_loadgen_prompt(s.c.seed, 0, 0, 5, 0);
     const char *prompt = json_string_value(json_object_get(j, "prompt"));
     CHECK(prompt && !strncmp(prompt, prefix, strlen(prefix)));
     CHECK_EQ(json_integer_value(json_object_get(j, "max_tokens")), 2);
     CHECK(json_is_true(json_object_get(j, "stream")) && json_is_true(json_object_get(j, "ignore_eos")));
     json_decref(j);
     free(auth), free(body), free(path), free(prefix);
-    free_levels(lv, 1);
-    fake_oai_stop(f);
+    sweep_free(&s);
 }
 
 TEST(test_loadgen_counts_5xx_answers_and_cut_streams_as_errors_and_goes_on) {
+    sweep s;
     fake_oai_opts o = {.tokens = 6, .delay_ms = 2, .status_every = 3, .cut_every = 4};
-    fake_oai *f = fake_oai_start(&o);
-    CHECK(f);
-    int levels[] = {2, 4};
-    xi_loadgen_config c;
-    config_for(&c, fake_oai_url(f), levels, 2, 12, 6);
-    xi_loadgen_level lv[2];
-    char err[256] = "";
-    CHECKF(xi_loadgen_run(&c, lv, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(sweep_fake(&s, &o, (int[]){2, 4}, 2, 12, 6) == 0);
+    CHECKF(sweep_run(&s) == 0, "%s", s.err);
     /* Requests 1..12 then 13..24 as the server numbers them: multiples of 3 answer 500, the
      * other multiples of 4 are cut after 3 chunks. */
     for (int l = 0; l < 2; l++) {
-        CHECK_EQ(lv[l].errors[XI_LG_ERR_HTTP_5XX], 4);
-        CHECK_EQ(lv[l].errors[XI_LG_ERR_STREAM], 2);
-        CHECK_EQ(lv[l].n_errors, 6);
-        CHECK_EQ(lv[l].completed, 6);
-        CHECK_EQ(lv[l].output_tokens, 36);
-        CHECK(lv[l].first_error);
-        CHECKF(strstr(lv[l].first_error, "HTTP 500: fake failure of request") ||
-               strstr(lv[l].first_error, "stream cut after 3 content chunks"), "%s", lv[l].first_error);
+        const xi_loadgen_level *v = &s.lv[l];
+        CHECK_EQ(v->errors[XI_LG_ERR_HTTP_5XX], 4);
+        CHECK_EQ(v->errors[XI_LG_ERR_STREAM], 2);
+        CHECK_EQ(v->n_errors, 6);
+        CHECK_EQ(v->completed, 6);
+        CHECK_EQ(v->output_tokens, 36);
+        CHECK(v->first_error);
+        CHECKF(strstr(v->first_error, "HTTP 500: fake failure of request") ||
+               strstr(v->first_error, "stream cut after 3 content chunks"), "%s", v->first_error);
     }
-    free_levels(lv, 2);
-    fake_oai_stop(f);
+    sweep_free(&s);
 }
 
 TEST(test_loadgen_reports_a_refusing_server_as_connect_errors_on_every_level) {
@@ -202,42 +194,30 @@ TEST(test_loadgen_reports_a_refusing_server_as_connect_errors_on_every_level) {
 }
 
 TEST(test_loadgen_reports_4xx_answers_with_the_server_message) {
+    sweep s;
     fake_oai_opts o = {.tokens = 2, .status_every = 1, .status = 401};
-    fake_oai *f = fake_oai_start(&o);
-    CHECK(f);
-    int levels[] = {2};
-    xi_loadgen_config c;
-    config_for(&c, fake_oai_url(f), levels, 1, 3, 2);
-    xi_loadgen_level lv[1];
-    char err[256] = "";
-    CHECKF(xi_loadgen_run(&c, lv, NULL, NULL, err, sizeof err) == 0, "%s", err);
-    CHECK_EQ(lv[0].errors[XI_LG_ERR_HTTP_4XX], 3);
-    CHECKF(lv[0].first_error && strstr(lv[0].first_error, "http_4xx: HTTP 401: fake failure of request"),
-           "%s", lv[0].first_error ? lv[0].first_error : "(null)");
-    free_levels(lv, 1);
-    fake_oai_stop(f);
+    CHECK(sweep_fake(&s, &o, (int[]){2}, 1, 3, 2) == 0);
+    CHECKF(sweep_run(&s) == 0, "%s", s.err);
+    CHECK_EQ(s.lv[0].errors[XI_LG_ERR_HTTP_4XX], 3);
+    CHECKF(s.lv[0].first_error && strstr(s.lv[0].first_error, "http_4xx: HTTP 401: fake failure of request"),
+           "%s", s.lv[0].first_error ? s.lv[0].first_error : "(null)");
+    sweep_free(&s);
 }
 
 /* One level against a server with the given fault; the first error must contain `want`. */
 static int stream_fault(const fake_oai_opts *o, const char *want, char *got, size_t gotlen) {
-    fake_oai *f = fake_oai_start(o);
-    if (!f) return snprintf(got, gotlen, "no server"), 0;
-    int levels[] = {1};
-    xi_loadgen_config c;
-    config_for(&c, fake_oai_url(f), levels, 1, 2, o->tokens);
-    xi_loadgen_level lv[1];
-    char err[256] = "";
-    int ok = xi_loadgen_run(&c, lv, NULL, NULL, err, sizeof err) == 0;
+    sweep s;
+    if (sweep_fake(&s, o, (int[]){1}, 1, 2, o->tokens)) return snprintf(got, gotlen, "no server"), 0;
+    int ok = sweep_run(&s) == 0;
+    const xi_loadgen_level *v = &s.lv[0];
     if (!ok) {
-        snprintf(got, gotlen, "run failed: %s", err);
+        snprintf(got, gotlen, "run failed: %s", s.err);
     } else {
-        snprintf(got, gotlen, "%d stream errors, first %s", lv[0].errors[XI_LG_ERR_STREAM],
-                 lv[0].first_error ? lv[0].first_error : "-");
-        ok = lv[0].errors[XI_LG_ERR_STREAM] == 2 && lv[0].first_error &&
-             strstr(lv[0].first_error, want);
-        free_levels(lv, 1);
+        snprintf(got, gotlen, "%d stream errors, first %s", v->errors[XI_LG_ERR_STREAM],
+                 v->first_error ? v->first_error : "-");
+        ok = v->errors[XI_LG_ERR_STREAM] == 2 && v->first_error && strstr(v->first_error, want);
     }
-    fake_oai_stop(f);
+    sweep_free(&s);
     return ok;
 }
 
@@ -253,22 +233,16 @@ TEST(test_loadgen_flags_streams_without_an_end_with_bad_json_or_without_sse) {
 }
 
 TEST(test_loadgen_times_out_a_server_that_never_streams) {
+    sweep s;
     fake_oai_opts o = {.tokens = 2, .first_delay_ms = 3000};
-    fake_oai *f = fake_oai_start(&o);
-    CHECK(f);
-    int levels[] = {2};
-    xi_loadgen_config c;
-    config_for(&c, fake_oai_url(f), levels, 1, 2, 2);
-    c.timeout_s = 0.3;
-    xi_loadgen_level lv[1];
-    char err[256] = "";
+    CHECK(sweep_fake(&s, &o, (int[]){2}, 1, 2, 2) == 0);
+    s.c.timeout_s = 0.3;
     double t0 = xi_now();
-    CHECKF(xi_loadgen_run(&c, lv, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    CHECKF(sweep_run(&s) == 0, "%s", s.err);
     double took = xi_now() - t0;
-    CHECK_EQ(lv[0].errors[XI_LG_ERR_TIMEOUT], 2);
+    CHECK_EQ(s.lv[0].errors[XI_LG_ERR_TIMEOUT], 2);
     CHECKF(took >= 0.29 && took < 2.0, "took %.2f s", took);
-    free_levels(lv, 1);
-    fake_oai_stop(f);
+    sweep_free(&s);
 }
 
 TEST(test_loadgen_first_model_comes_from_v1_models) {
@@ -301,19 +275,13 @@ static void log_progress(void *ud, int level_idx, int conc, int done, int total,
 }
 
 TEST(test_loadgen_progress_reports_each_level_start_and_every_finished_request) {
+    sweep s;
     fake_oai_opts o = {.tokens = 2};
-    fake_oai *f = fake_oai_start(&o);
-    CHECK(f);
-    int levels[] = {1, 3};
-    xi_loadgen_config c;
-    config_for(&c, fake_oai_url(f), levels, 2, 5, 2);
-    xi_loadgen_level lv[2];
-    char err[256] = "";
+    CHECK(sweep_fake(&s, &o, (int[]){1, 3}, 2, 5, 2) == 0);
     progress_log p = {.monotonic = 1};
-    CHECKF(xi_loadgen_run(&c, lv, log_progress, &p, err, sizeof err) == 0, "%s", err);
+    CHECKF(xi_loadgen_run(&s.c, s.lv, log_progress, &p, s.err, sizeof s.err) == 0, "%s", s.err);
     CHECK_EQ(p.starts, 2);
     CHECK_EQ(p.calls, 2 + 2 * 5);
     CHECK(p.monotonic && p.last_done == 5 && p.last_total == 5);
-    free_levels(lv, 2);
-    fake_oai_stop(f);
+    sweep_free(&s);
 }
