@@ -259,3 +259,88 @@ TEST(test_engine_qwen2_together_chunked_equal_alone_oneshot) {
     CHECK_SAME_OUTPUTS(&together, &alone, w, &st);
     free(w);
 }
+
+/* ---- randomized mix -------------------------------------------------------------------- */
+
+typedef struct mix_req {
+    int32_t prompt[100];
+    int n_prompt, n, max_tokens, min_tokens;
+    float temperature;
+    int64_t seed;
+    int32_t stop_id;
+} mix_req;
+
+static void mix_params(const mix_req *m, xi_request_params *rp) {
+    xi_request_params_default(rp);
+    rp->prompt_ids = m->prompt;
+    rp->n_prompt_ids = m->n_prompt;
+    rp->n = m->n;
+    rp->max_tokens = m->max_tokens;
+    rp->min_tokens = m->min_tokens;
+    rp->temperature = m->temperature;
+    rp->seed = m->seed;
+    rp->stop_token_ids = &m->stop_id;
+    rp->n_stop_token_ids = 1;
+}
+
+TEST(test_engine_random_mix_of_arrivals_samples_and_stops_matches_alone_runs) {
+    enum { N = 24 };
+    mix_req *m = calloc(N, sizeof *m);
+    uint64_t x = 0x2545f4914f6cdd1dull;
+#define RND(k) (x ^= x << 13, x ^= x >> 7, x ^= x << 17, (int)(x % (uint64_t)(k)))
+    for (int i = 0; i < N; i++) {
+        /* shared openings so prefix hits happen */
+        m[i].n_prompt = 1 + RND(99);
+        for (int k = 0; k < m[i].n_prompt; k++) m[i].prompt[k] = k < 40 ? 300 + (i % 3) * 7 + k % 5 : 3 + RND(509);
+        m[i].prompt[0] = 1;
+        m[i].n = 1 + RND(3);
+        m[i].max_tokens = 1 + RND(40);
+        m[i].min_tokens = RND(m[i].max_tokens + 1);
+        m[i].temperature = RND(2) ? 0.0f : 0.7f + 0.1f * (float)RND(5);
+        m[i].seed = 100 + i * 10;
+        m[i].stop_id = 3 + RND(509);
+    }
+    req_out *mixed = calloc(N, sizeof *mixed);
+    /* tiny pool, small budget, few sequences: preemption, chunking and queueing all happen */
+    xi_engine *e = open_engine("models/stories260K", 24, 32, 6, 160, 1);
+    CHECK(e);
+    int next = 0, steps = 0, rc = 1;
+    while ((next < N || rc > 0) && steps < 20000) {
+        while (next < N && RND(3) == 0) {
+            xi_request_params rp;
+            mix_params(&m[next], &rp);
+            CHECK(xi_engine_submit(e, &rp, on_output, &mixed[next], NULL, 0) >= 0);
+            next++;
+        }
+        rc = xi_engine_step(e);
+        CHECK(rc >= 0);
+        steps++;
+    }
+    xi_engine_stats st;
+    xi_engine_get_stats(e, &st);
+    xi_engine_close(e);
+    CHECK(st.num_preemptions > 0);
+    CHECK(st.prefix_cache_hits > 0);
+    /* each sample k alone: n = 1, seed + k, roomy pool, no caching, one-shot prefill */
+    e = open_engine("models/stories260K", 256, 2048, 8, 160, 0);
+    CHECK(e);
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < m[i].n; k++) {
+            xi_request_params rp;
+            mix_params(&m[i], &rp);
+            rp.n = 1;
+            rp.seed = m[i].seed + k;
+            req_out *one = calloc(1, sizeof *one);
+            CHECK(xi_engine_submit(e, &rp, on_output, one, NULL, 0) >= 0);
+            CHECK(run_until_idle(e) > 0);
+            CHECKF(same_seq(&one->s[0], &mixed[i].s[k]), "request %d sample %d: %d vs %d ids", i,
+                   k, one->s[0].n, mixed[i].s[k].n);
+            CHECK(one->s[0].n >= m[i].min_tokens);
+            free(one);
+        }
+    }
+    xi_engine_close(e);
+    free(m);
+    free(mixed);
+#undef RND
+}
