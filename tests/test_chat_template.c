@@ -187,6 +187,7 @@ TEST(test_jinja_control_flow_and_scopes) {
          NULL, "-a-b;2a-b-;1"},
         {"{% for k in {'b': 1, 'a': 2} %}{{ k }}{% endfor %}", NULL, "ba"},
         {"{% generation %}kept{% endgeneration %}", NULL, "kept"},
+        {"{% with a = 1, b = x %}{{ a }}{{ b }}{% endwith %}{{ a }}", "{\"x\":2}", "12"},
     };
     CHECK_EQ(run_cases(cases, XI_ARRAY_LEN(cases)), 0);
 }
@@ -206,6 +207,8 @@ TEST(test_jinja_values_operators_and_python_formatting) {
         {"{{ 'a' < 'b' }} {{ [1,2] < [1,3] }} {{ 2 >= 2.0 }} {{ 1 == 1.0 }} {{ true == 1 }}", NULL,
          "True True True True True"},
         {"{{ x if x else 'no' }} {{ 'yes' if true }}|{{ 'a' if false }}|", "{\"x\":\"\"}", "no yes||"},
+        {"{{ '%s-%d' % ('a', 3) }} {{ '%.2f|%5s|%-3d|' % (3.14159, 'ab', 7) }} {{ '%s and %s' | format('x', [1]) }} {{ '100%%' % () }}",
+         NULL, "a-3 3.14|   ab|7  | x and [1] 100%"},
         {"{{ u }}|{{ u | default('d') }}|{{ '' | default('e', true) }}|{{ u is defined }}", NULL, "|d|e|False"},
         {"{{ x.tool_calls is defined }}|{% if not x.tool_calls %}none{% endif %}|{% for t in x.tool_calls %}t{% endfor %}",
          "{\"x\":{\"role\":\"user\"}}", "False|none|"},

@@ -139,7 +139,7 @@ typedef enum jnode_kind {
     E_CONST, E_NAME, E_ATTR, E_ITEM, E_SLICE, E_CALL, E_FILTER, E_TEST, E_NEG, E_POS, E_NOT,
     E_AND, E_OR, E_BIN, E_CMP, E_COND, E_LIST, E_TUPLE, E_DICT,
     /* statements */
-    S_TEXT, S_OUT, S_IF, S_FOR, S_SET, S_SET_BLOCK, S_MACRO, S_BREAK, S_CONTINUE, S_BODY,
+    S_TEXT, S_OUT, S_IF, S_FOR, S_SET, S_SET_BLOCK, S_MACRO, S_BREAK, S_CONTINUE, S_BODY, S_WITH,
 } jnode_kind;
 
 /* Binary operators (E_BIN) and comparisons (E_CMP). */
@@ -251,6 +251,8 @@ int jinja_call_method(jctx *c, jv obj, const char *name, jargs *a, jv *out);
 jv jinja_global(jctx *c, const char *name);
 jv jarg(jargs *a, int i, const char *name);     /* JV_UNDEF when absent */
 int64_t jv_length(jctx *c, jv v);
+/* Python's printf-style `fmt % args` (args: one value or a tuple), for % and |format. */
+jv jinja_percent_format(jctx *c, const jstr *fmt, jv args);
 /* Iterate a value as Jinja's for does: list items, dict keys, string characters. */
 jv jv_iter_list(jctx *c, jv v);
 

@@ -305,6 +305,7 @@ static jv arith(jctx *c, int op, jv a, jv b) {
         for (int i = 0; i < b.u.l->n; i++) jlist_push(c, r, b.u.l->items[i]);
         return r;
     }
+    if (op == OP_MOD && a.t == JV_STR) return jinja_percent_format(c, a.u.s, b);
     if (op == OP_MUL && (a.t == JV_STR || a.t == JV_LIST) && is_intlike(b)) return repeat(c, a, as_int(b));
     if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && is_intlike(a)) return repeat(c, b, as_int(a));
     jerr(c, "unsupported operand types for %s: '%s' and '%s'", op_sym(op), jv_type_name(a),
@@ -622,6 +623,15 @@ static void exec(jctx *c, const jnode *s) {
         c->ctl = s->kind == S_BREAK ? 1 : 2;
         return;
     case S_BODY: exec_body(c, s->body, s->n_body); return;
+    case S_WITH: {
+        jv *vals = s->n ? jalloc(c, (size_t)s->n * sizeof *vals) : NULL;
+        for (int i = 0; i < s->n; i++) vals[i] = jinja_eval(c, s->list[i]); /* outer scope */
+        int saved = c->n_frames, fi = push_frame(c);
+        for (int i = 0; i < s->n; i++) frame_set(c, fi, s->names[i], vals[i]);
+        exec_body(c, s->body, s->n_body);
+        c->n_frames = saved;
+        return;
+    }
     default: jerr(c, "internal: expression executed as a statement");
     }
 }

@@ -309,6 +309,70 @@ static jv sort_key(jctx *c, jv v, jv attribute, int case_sensitive) {
     return v;
 }
 
+jv jinja_percent_format(jctx *c, const jstr *fmt, jv args) {
+    int n_args = 1;
+    const jv *argv = &args;
+    if (args.t == JV_LIST && args.u.l->tuple) n_args = args.u.l->n, argv = args.u.l->items;
+    int used = 0;
+    jbuf b = {0};
+    for (size_t i = 0; i < fmt->len; i++) {
+        if (fmt->s[i] != '%') {
+            jbuf_put(c, &b, fmt->s + i, 1);
+            continue;
+        }
+        /* %[flags][width][.precision]conv, the subset templates use */
+        size_t j = i + 1;
+        char spec[32] = "%";
+        size_t k = 1;
+        while (j < fmt->len && k < 20 && strchr("-+ 0#123456789.", fmt->s[j])) spec[k++] = fmt->s[j++];
+        if (j >= fmt->len) jerr(c, "format: incomplete format");
+        char conv = fmt->s[j];
+        i = j;
+        if (conv == '%') {
+            jbuf_putz(c, &b, "%");
+            continue;
+        }
+        if (used >= n_args) jerr(c, "format: not enough arguments for format string");
+        jv v = argv[used++];
+        char out[128];
+        if (conv == 's' || conv == 'r') {
+            jbuf tmp = {0};
+            if (conv == 's') jv_write_str(c, &tmp, v);
+            else jv_write_repr(c, &tmp, v, 0);
+            spec[k++] = 's';
+            spec[k] = 0;
+            if (k == 2) jbuf_put(c, &b, tmp.data ? tmp.data : "", tmp.len);
+            else {
+                snprintf(out, sizeof out, spec, tmp.data ? tmp.data : "");
+                jbuf_putz(c, &b, out);
+            }
+        } else if (strchr("dixXo", conv)) {
+            if (!(v.t == JV_INT || v.t == JV_BOOL || v.t == JV_FLOAT))
+                jerr(c, "format: %%%c needs a number, not %s", conv, jv_type_name(v));
+            long long x = v.t == JV_FLOAT ? (long long)v.u.f : v.t == JV_INT ? v.u.i : v.u.b;
+            spec[k++] = 'l';
+            spec[k++] = 'l';
+            spec[k++] = conv == 'i' ? 'd' : conv;
+            spec[k] = 0;
+            snprintf(out, sizeof out, spec, x);
+            jbuf_putz(c, &b, out);
+        } else if (strchr("eEfFgG", conv)) {
+            if (!(v.t == JV_INT || v.t == JV_BOOL || v.t == JV_FLOAT))
+                jerr(c, "format: %%%c needs a number, not %s", conv, jv_type_name(v));
+            double x = v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b;
+            spec[k++] = conv;
+            spec[k] = 0;
+            snprintf(out, sizeof out, spec, x);
+            jbuf_putz(c, &b, out);
+        } else {
+            jerr(c, "format: unsupported format character '%c'", conv);
+        }
+    }
+    if (used < n_args && !(n_args == 1 && (args.t == JV_DICT)))
+        jerr(c, "format: not all arguments converted during string formatting");
+    return buf_str(c, &b);
+}
+
 /* ==== filters =========================================================================== */
 
 static jv f_abs(jctx *c, jv in, jargs *a) {
@@ -419,6 +483,13 @@ static jv f_int(jctx *c, jv in, jargs *a) {
         if (end != in.u.s->s && *end == 0 && isfinite(f) && fabs(f) < 9.2e18) return jv_int((int64_t)f);
     }
     return given(d) ? d : jv_int(0);
+}
+
+static jv f_format(jctx *c, jv in, jargs *a) {
+    jv args = jv_list(c, a->n);
+    args.u.l->tuple = 1;
+    for (int i = 0; i < a->n; i++) jlist_push(c, args, a->pos[i]);
+    return jinja_percent_format(c, need_str(c, in, "format"), args);
 }
 
 static jv f_indent(jctx *c, jv in, jargs *a) {
@@ -719,7 +790,7 @@ static const struct {
 } FILTERS[] = {
     {"abs", f_abs}, {"attr", f_attr}, {"capitalize", f_capitalize}, {"count", f_length},
     {"d", f_default}, {"default", f_default}, {"dictsort", f_dictsort}, {"e", f_escape},
-    {"escape", f_escape}, {"first", f_first}, {"float", f_float}, {"indent", f_indent},
+    {"escape", f_escape}, {"first", f_first}, {"float", f_float}, {"format", f_format}, {"indent", f_indent},
     {"int", f_int}, {"items", f_items}, {"join", f_join}, {"last", f_last},
     {"length", f_length}, {"list", f_list}, {"lower", f_lower}, {"map", f_map},
     {"max", f_max}, {"min", f_min}, {"reject", f_reject}, {"rejectattr", f_rejectattr},

@@ -955,6 +955,28 @@ static jnode *parse_statement(parser *P) {
         expect_block_end(P);
         return node(P, kw[0] == 'b' ? S_BREAK : S_CONTINUE, line);
     }
+    if (!strcmp(kw, "with")) { /* {% with a = 1, b = 2 %}...{% endwith %}: a scope */
+        jnode *n = node(P, S_WITH, line);
+        slist names = {0};
+        nlist vals = {0};
+        while (cur(P)->t != T_BLOCK_END) {
+            if (names.n) expect_op(P, ",");
+            sl_push(P, &names, expect_name(P));
+            expect_op(P, "=");
+            nl_push(P, &vals, parse_expr(P));
+        }
+        expect_block_end(P);
+        n->names = names.v;
+        n->n_names = names.n;
+        n->list = vals.v;
+        n->n = vals.n;
+        static const char *const stop[] = {"endwith"};
+        jnode *body = parse_body(P, stop, 1, &found);
+        n->body = body->body;
+        n->n_body = body->n_body;
+        expect_block_end(P);
+        return n;
+    }
     if (!strcmp(kw, "generation")) { /* transformers' assistant-mask marker: just its body */
         expect_block_end(P);
         static const char *const stop[] = {"endgeneration"};
