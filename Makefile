@@ -3,7 +3,7 @@
 CC      ?= cc
 BUILD   ?= build
 PKG_CONFIG ?= pkg-config
-PKGS    := jansson libpcre2-8 libmicrohttpd libutf8proc libxxhash libcurl
+PKGS    := jansson libpcre2-8 libmicrohttpd libutf8proc libxxhash libcurl libcrypto
 OPT     ?= -O2
 TRIPLE  := $(shell $(CC) -dumpmachine)
 
@@ -26,7 +26,7 @@ LIB_SRC  += $(wildcard src/kernels/arm/*.c)
 endif
 SRV_SRC  := $(wildcard src/server/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
-TEST_SRC := $(wildcard tests/*.c)
+TEST_SRC := $(wildcard tests/*.c tests/hub/*.c)
 TOOL_SRC := $(wildcard tools/*.c)
 BENCH_SRC := $(wildcard bench/*.c)
 

@@ -12,6 +12,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "hub/hub.h"
 #include "xinfer.h"
 
 static double now_s(void) {
@@ -64,11 +65,12 @@ static void on_output(void *user, const xi_output *o) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: xinfer generate --model DIR (--prompt TEXT | --prompts-file IN.jsonl [--output OUT.jsonl])\n"
+            "usage: xinfer generate --model DIR|ORG/NAME (--prompt TEXT | --prompts-file IN.jsonl [--output OUT.jsonl])\n"
             "  sampling:  --max-tokens N (128)  --temperature T  --top-p P  --top-k K  --min-p P\n"
             "             --seed S  --ignore-eos\n"
             "  model:     --dtype auto|float32|bfloat16|float16  --kv-cache-dtype auto|float32|bfloat16|float16\n"
             "             --quantization auto|awq|int8|none  --load-format auto|mmap  --threads N\n"
+            "             --download-dir DIR  --revision REV  (ORG/NAME is pulled on first use)\n"
             "  engine:    --max-num-seqs N  --max-num-batched-tokens N  --max-model-len N  --block-size N\n"
             "             --kv-cache-memory-bytes N  --enable-prefix-caching | --no-enable-prefix-caching\n"
             "             --enable-chunked-prefill | --no-enable-chunked-prefill\n"
@@ -142,6 +144,7 @@ int cmd_generate(int argc, char **argv) {
     xi_engine_params_default(&ep);
     sampling_flags sf = {-1, -1, -1, -2, -1, 128, 0};
     const char *prompt = NULL, *prompts_file = NULL, *output = NULL, *v;
+    const char *download_dir = NULL, *revision = NULL;
     long long ll;
     double d;
     for (int i = 1; i < argc; i++) {
@@ -164,6 +167,12 @@ int cmd_generate(int argc, char **argv) {
         } else if (FLAG("--model")) {
             if (r < 0) goto missing;
             ep.model_dir = v;
+        } else if (FLAG("--download-dir")) {
+            if (r < 0) goto missing;
+            download_dir = v;
+        } else if (FLAG("--revision")) {
+            if (r < 0) goto missing;
+            revision = v;
         } else if (FLAG("--prompt")) {
             if (r < 0) goto missing;
             prompt = v;
@@ -238,15 +247,29 @@ int cmd_generate(int argc, char **argv) {
         usage(stderr);
         return 1;
     }
+    /* a local folder wins; ORG/NAME[@REV] is pulled into the hub cache on first use */
+    char err[1024] = "";
+    xi_hub_options ho;
+    xi_hub_options_default(&ho);
+    ho.cache_dir = download_dir;
+    ho.revision = revision;
+    char *model_dir = xi_hub_resolve(ep.model_dir, &ho, err, sizeof err);
+    if (!model_dir) {
+        fprintf(stderr, "xinfer generate: %s\n", err);
+        return 1;
+    }
+    ep.model_dir = model_dir;
     gen_req *reqs = NULL;
     int n = 1;
     if (prompts_file) {
-        if (read_prompts(prompts_file, &reqs, &n)) return 1;
+        if (read_prompts(prompts_file, &reqs, &n)) {
+            free(model_dir);
+            return 1;
+        }
     } else {
         reqs = calloc(1, sizeof *reqs);
         reqs[0].stream = 1;
     }
-    char err[1024] = "";
     int rc = 1;
     xi_engine *e = xi_engine_open(&ep, err, sizeof err);
     if (!e) {
@@ -328,5 +351,6 @@ out:
         free(reqs[i].text);
     }
     free(reqs);
+    free(model_dir);
     return rc;
 }

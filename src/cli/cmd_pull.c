@@ -13,12 +13,6 @@
 #include "cli/cli.h"
 #include "hub/hub.h"
 
-/* Until the Makefile builds src/hub into every binary, this command must not break the
- * link of builds without it: it then reports that it is missing. */
-#pragma weak xi_hub_pull
-#pragma weak xi_hub_options_default
-#pragma weak xi_hub_result_free
-
 static void usage(FILE *f) {
     fprintf(f,
             "usage: xinfer pull ORG/NAME[@REVISION] [options]\n\n"
@@ -36,10 +30,6 @@ static void usage(FILE *f) {
 }
 
 int cmd_pull(int argc, char **argv) {
-    if (!xi_hub_pull) {
-        fprintf(stderr, "xinfer pull: this build has no hub support (src/hub with libcurl)\n");
-        return 1;
-    }
     xi_hub_options o;
     xi_hub_options_default(&o);
     o.verify = 1;
