@@ -9,6 +9,7 @@
 
 #include "base/base.h"
 #include "cli/cli.h"
+#include "hub/hub.h"
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "tensor/dtype.h"
@@ -158,15 +159,24 @@ int cmd_inspect(int argc, char **argv) {
         return 1;
     }
     char err[1024] = "";
+    /* a local folder wins; ORG/NAME[@REV] is pulled into the hub cache on first use */
+    char *resolved = xi_hub_resolve(dir, NULL, err, sizeof err);
+    if (!resolved) {
+        fprintf(stderr, "xinfer inspect: %s\n", err);
+        return 1;
+    }
+    dir = resolved;
     xi_config cfg;
     if (xi_config_load(&cfg, dir, err, sizeof err)) {
         fprintf(stderr, "xinfer inspect: %s\n", err);
+        free(resolved);
         return 1;
     }
     xi_st_set *s = xi_st_open_dir(dir, err, sizeof err);
     if (!s) {
         fprintf(stderr, "xinfer inspect: %s\n", err);
         xi_config_free(&cfg);
+        free(resolved);
         return 1;
     }
     inspect_totals tt;
@@ -177,5 +187,6 @@ int cmd_inspect(int argc, char **argv) {
     if (fflush(stdout)) rc = -1;
     xi_st_close(s);
     xi_config_free(&cfg);
+    free(resolved);
     return rc ? 1 : 0;
 }

@@ -13,6 +13,7 @@
 #include "base/base.h"
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "hub/hub.h"
 #include "ops/plan.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -103,10 +104,22 @@ static int parse_args(int argc, char **argv, plan_args *a) {
     return 0;
 }
 
+/* A folder, a catalogue name (ORG/ prefixes and -Instruct suffixes are understood), or an
+ * ORG/NAME the catalogue lacks: that one is resolved through the hub cache (pulled on first
+ * use), since only its config.json tells its shape. */
 static int load_model(const char *spec, xi_plan_model *m) {
     char err[600] = "";
-    int rc = xi_dir_exists(spec) ? xi_plan_model_load(spec, m, err, sizeof err)
-                                 : xi_plan_model_catalog(spec, m, err, sizeof err);
+    int rc;
+    if (xi_dir_exists(spec)) {
+        rc = xi_plan_model_load(spec, m, err, sizeof err);
+    } else {
+        rc = xi_plan_model_catalog(spec, m, err, sizeof err);
+        if (rc && xi_hub_is_repo_name(spec)) {
+            char *dir = xi_hub_resolve(spec, NULL, err, sizeof err);
+            rc = dir ? xi_plan_model_load(dir, m, err, sizeof err) : -1;
+            free(dir);
+        }
+    }
     if (rc) fprintf(stderr, "xinfer plan: %s\n", err);
     return rc;
 }
