@@ -158,8 +158,35 @@ TEST(test_engine_stop_string_cuts_text_and_reports_it) {
         /* ids up to and including the one that completed the stop string */
         CHECK(o->s[0].n < full->s[0].n);
         CHECK(!memcmp(o->s[0].ids, full->s[0].ids, (size_t)o->s[0].n * sizeof(int32_t)));
+        /* the token that completes the stop string is also the max_tokens-th: "stop" wins */
+        int k = o->s[0].n;
+        greedy_from(&rp, BOS, 1, k);
+        rp.stop = stops;
+        rp.n_stop = 2;
+        req_out *at_len = run_one(e, &rp);
+        CHECK(at_len);
+        CHECK_EQ(at_len->s[0].n, k);
+        CHECK_EQ(at_len->s[0].fr, XI_FINISH_STOP);
+        CHECK_STR(at_len->s[0].stop_reason, "Lily");
+        free(at_len);
         free(o);
     }
+    /* stop strings count only after min_tokens: "Once" (the first token) is skipped */
+    const char *once[1] = {"Once"};
+    greedy_from(&rp, BOS, 1, 40);
+    rp.stop = once;
+    rp.n_stop = 1;
+    req_out *first = run_one(e, &rp);
+    CHECK(first);
+    CHECK_EQ(first->s[0].n, 1);
+    CHECK_EQ(first->s[0].text_len, 0);
+    rp.min_tokens = 1;
+    req_out *later = run_one(e, &rp);
+    CHECK(later);
+    CHECK(later->s[0].n > 1);
+    CHECK(!strncmp(later->s[0].text, "Once", 4));
+    free(first);
+    free(later);
     free(full);
     xi_engine_close(e);
 }

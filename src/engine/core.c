@@ -208,7 +208,6 @@ static void emit(xi_seq *s, const int32_t *new_ids, int n_new,
     }
     o.logits_hash = lhash;
     s->text_sent = text_end;
-    s->ids_sent += n_new;
     if (fr != XI_FINISH_NONE) {
         s->done = 1;
         g->n_done++;
@@ -263,9 +262,17 @@ static void seq_on_token(xi_core *c, xi_seq *s, int32_t tok, const xi_token_logp
     /* An id the model has but the tokenizer lacks (padded vocabularies) has no text, as in
      * Hugging Face decoding; the sequence goes on. */
     if (!hide && tok < xi_tokenizer_vocab_size(c->tok)) xi_detok_push(&s->detok, tok, &s->text);
-    if (!finished && s->grp->n_stop && match_stop_string(s, before)) {
-        xi_sched_finish(&c->sched, r, XI_REQ_FINISHED_STOP);
-        finished = 1;
+    /* As vLLM's detokenizer: stop strings count only past min_tokens, and one completed by
+     * the last token wins over a length finish of the same step. */
+    if (s->grp->n_stop && xi_request_num_outputs(r) > s->grp->min_tokens &&
+        match_stop_string(s, before)) {
+        if (finished) {
+            r->finish = XI_REQ_FINISHED_STOP;
+            r->stop_token = -1;
+        } else {
+            xi_sched_finish(&c->sched, r, XI_REQ_FINISHED_STOP);
+            finished = 1;
+        }
     }
     size_t end = s->text.len;
     if (!finished) end -= stop_withheld(s);

@@ -42,7 +42,6 @@ typedef struct xi_seq {
     xi_detok detok;
     xi_buf text;            /* every detokenized byte so far (stop strings search it) */
     size_t text_sent;       /* bytes of text already emitted */
-    int ids_sent;           /* generated ids already emitted */
     int done;               /* its final output was emitted */
     const char *stop_reason; /* borrowed from grp->stop */
     double t_first_sched, t_first_token, t_last_token;
