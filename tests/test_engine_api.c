@@ -512,6 +512,19 @@ TEST(test_engine_kv_pool_sized_from_bytes_env_and_checked_against_max_model_len)
     p.block_size = 0;
     CHECK(!xi_engine_open(&p, err, sizeof err));
     CHECK(!strncmp(err, "block_size:", 11));
+    /* a fraction of available memory, less the weights */
+    p.block_size = 16;
+    p.kv_cache_memory_bytes = 0;
+    p.gpu_memory_utilization = 1.5;
+    CHECK(!xi_engine_open(&p, err, sizeof err));
+    CHECKF(!strncmp(err, "gpu_memory_utilization:", 23), "%s", err);
+    p.gpu_memory_utilization = 0.001;
+    e = xi_engine_open(&p, err, sizeof err);
+    CHECKF(e, "%s", err);
+    xi_engine_get_info(e, &in);
+    CHECK(in.kv_cache_bytes > 0);
+    CHECK(in.kv_cache_bytes + in.weight_bytes <= (int64_t)(0.001 * 1024.0 * 1024 * 1024 * 1024));
+    xi_engine_close(e);
 }
 
 TEST(test_engine_names_and_tokenizer_wrappers) {
