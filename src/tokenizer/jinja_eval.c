@@ -463,12 +463,14 @@ jv jinja_eval(jctx *c, const jnode *e) {
     case E_SLICE: return eval_slice(c, e);
     case E_CALL: return eval_call(c, e);
     case E_FILTER: {
+        if (!e->filter) jerr(c, "no filter named '%s'", e->name);
         jv in = jinja_eval(c, e->a);
         jargs a;
         eval_args(c, e, &a);
         return e->filter(c, in, &a);
     }
     case E_TEST: {
+        if (!e->test) jerr(c, "no test named '%s'", e->name);
         jv in = jinja_eval(c, e->a);
         jargs a;
         eval_args(c, e, &a);

@@ -635,8 +635,7 @@ static jnode *parse_filters(parser *P, jnode *n) {
             jnode *f = node(P, E_FILTER, line);
             f->a = n;
             f->name = expect_name(P);
-            f->filter = jinja_find_filter(f->name);
-            if (!f->filter) perr(P, line, "no filter named '%s'", f->name);
+            f->filter = jinja_find_filter(f->name); /* NULL: see check_names */
             if (accept_op(P, "(")) parse_args(P, f);
             n = f;
         } else if (accept_name(P, "is")) {
@@ -645,7 +644,6 @@ static jnode *parse_filters(parser *P, jnode *n) {
             t->a = n;
             t->name = expect_name(P);
             t->test = jinja_find_test(t->name);
-            if (!t->test) perr(P, line, "no test named '%s'", t->name);
             tok *k = cur(P);
             if (accept_op(P, "(")) {
                 parse_args(P, t);
@@ -1043,6 +1041,26 @@ static jnode *parse_body(parser *P, const char *const *stop, int n_stop, const c
     return b;
 }
 
+/* Unknown filters and tests are compile-time errors in Jinja, except inside an if (test or
+ * branches) or a conditional expression, where they fail only if evaluated: templates may
+ * guard optional filters there. for, macro, with and block-set bodies start a hard scope. */
+static void check_names(parser *P, const jnode *n, int soft) {
+    if (!n) return;
+    if (!soft && n->kind == E_FILTER && !n->filter) perr(P, n->line, "no filter named '%s'", n->name);
+    if (!soft && n->kind == E_TEST && !n->test) perr(P, n->line, "no test named '%s'", n->name);
+    int inner = soft;
+    if (n->kind == S_IF || n->kind == E_COND) inner = 1;
+    int body_soft = (n->kind == S_FOR || n->kind == S_MACRO || n->kind == S_WITH ||
+                     n->kind == S_SET_BLOCK) ? 0 : inner;
+    check_names(P, n->a, inner);
+    check_names(P, n->b, n->kind == S_FOR ? 0 : inner);
+    check_names(P, n->c, inner);
+    for (int i = 0; i < n->n; i++) check_names(P, n->list[i], inner);
+    for (int i = 0; i < n->n2; i++) check_names(P, n->list2[i], n->kind == S_MACRO ? 0 : inner);
+    for (int i = 0; i < n->n_body; i++) check_names(P, n->body[i], body_soft);
+    for (int i = 0; i < n->n_else; i++) check_names(P, n->orelse[i], body_soft);
+}
+
 jnode *jinja_parse_source(jarena *ar, const char *src, char *err, size_t errlen) {
     parser P = {.ar = ar, .err = err, .errlen = errlen};
     if (setjmp(P.jb)) {
@@ -1068,6 +1086,7 @@ jnode *jinja_parse_source(jarena *ar, const char *src, char *err, size_t errlen)
     lex(&P);
     const char *found = NULL;
     jnode *root = parse_body(&P, NULL, 0, &found);
+    check_names(&P, root, 0);
     free(P.toks);
     return root;
 }
