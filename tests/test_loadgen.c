@@ -500,6 +500,7 @@ TEST(test_loadgen_svg_is_well_formed_with_a_point_per_statistic_and_gaps_for_no_
     /* Level 0 has data (throughput, TTFT p50, p99: three points), level 1 none. */
     CHECK_EQ(count_of(s, "<circle"), 3);
     CHECK_EQ(count_of(s, "no data"), 2);
+    CHECK_EQ(count_of(s, ">2 failed</text>"), 2);   /* level 0 lost 2 of 6 requests */
     CHECK(strstr(s, "a &lt;title&gt; &amp; &quot;quotes&quot;"));
     CHECK(strstr(s, "tokens/s") && strstr(s, "TTFT p50") && strstr(s, "TTFT p99") &&
           strstr(s, "concurrency"));

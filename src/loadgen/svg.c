@@ -3,7 +3,8 @@
  * rather than two y axes on one plot, because tokens/s and milliseconds on one plot invite
  * reading crossings that mean nothing. Levels are spaced evenly (sweeps are usually 1,2,4,...,
  * which a log axis would space evenly too) and labelled with their concurrency. A level
- * without successful requests leaves a gap in the lines and is marked "no data". */
+ * without successful requests leaves a gap in the lines and is marked "no data"; one where
+ * some requests failed is marked "N failed", since its points stand for fewer requests. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,9 @@ static void panel(xi_buf *b, const xi_loadgen_level *lv, int n, int top, const c
         if (lv[i].completed == 0)
             xi_buf_printf(b, "<text x=\"%.1f\" y=\"%d\" class=\"nodata\" text-anchor=\"middle\">"
                              "no data</text>\n", x, bottom - 8);
+        else if (lv[i].n_errors)
+            xi_buf_printf(b, "<text x=\"%.1f\" y=\"%d\" class=\"nodata\" text-anchor=\"middle\">"
+                             "%d failed</text>\n", x, bottom - 8, lv[i].n_errors);
     }
     xi_buf_printf(b, "<text x=\"%d\" y=\"%d\" class=\"axis\" text-anchor=\"middle\">"
                      "concurrency (requests in flight)</text>\n",
