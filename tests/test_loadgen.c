@@ -129,6 +129,36 @@ TEST(test_sse_stops_feeding_when_the_callback_says_so) {
     xi_sse_free(&s);
 }
 
+/* Feed `chunk` until the parser refuses; returns its code, with the bytes fed in *fed. */
+static int feed_until_refused(xi_sse *s, const char *chunk, size_t n, size_t *fed) {
+    int rc = 0;
+    for (*fed = 0; rc == 0 && *fed <= 2 * (size_t)XI_SSE_MAX_EVENT; *fed += n) rc = xi_sse_feed(s, chunk, n);
+    return rc;
+}
+
+TEST(test_sse_refuses_a_line_or_event_longer_than_the_limit_instead_of_buffering_it) {
+    size_t n = 1u << 20, fed;
+    char *junk = malloc(n + 1);
+    CHECK(junk);
+    memset(junk, 'x', n);
+    memcpy(junk, "data: ", 6);
+    /* One endless line. */
+    collected c = {0};
+    xi_sse s;
+    xi_sse_init(&s, collect_event, &c);
+    CHECK_EQ(feed_until_refused(&s, junk, n, &fed), -2);
+    CHECK(fed <= XI_SSE_MAX_EVENT + n && s.line.len <= XI_SSE_MAX_EVENT);
+    xi_sse_free(&s);
+    /* Short lines, but an event that never ends. */
+    junk[n - 1] = '\n';
+    xi_sse_init(&s, collect_event, &c);
+    CHECK_EQ(feed_until_refused(&s, junk, n, &fed), -2);
+    CHECK(fed <= XI_SSE_MAX_EVENT + n && s.data.len <= XI_SSE_MAX_EVENT);
+    CHECK_EQ(c.n, 0);
+    xi_sse_free(&s);
+    free(junk);
+}
+
 /* ---- prompts --------------------------------------------------------------------------- */
 
 static int count_words(const char *s) {

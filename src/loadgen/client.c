@@ -254,7 +254,11 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
         q->oom = 1;
     if (q->status < 200 || q->status >= 300) return n;  /* an error answer: keep its head only */
     int rc = xi_sse_feed(&q->sse, ptr, n);
-    if (rc < 0) q->oom = 1;
+    if (rc == -1) q->oom = 1;
+    if (rc == -2) {
+        set_err(q->r, XI_LG_ERR_STREAM, "an SSE line or event longer than %u bytes", XI_SSE_MAX_EVENT);
+        q->stream_err = XI_LG_ERR_STREAM;
+    }
     return rc ? 0 : n;   /* 0 makes libcurl abort the transfer */
 }
 

@@ -55,8 +55,11 @@ typedef struct xi_sse {
 } xi_sse;
 
 void xi_sse_init(xi_sse *s, xi_sse_data_fn on_data, void *ud);
+/* A line or an event's data longer than this is not a completion chunk: the stream is refused
+ * rather than buffered without bound. */
+#define XI_SSE_MAX_EVENT (8u << 20)
 /* Feed bytes. Returns 0, or the first nonzero value on_data returned (feeding stops there),
- * or -1 when out of memory. */
+ * -1 when out of memory, or -2 when a line or an event exceeds XI_SSE_MAX_EVENT. */
 int xi_sse_feed(xi_sse *s, const char *bytes, size_t n);
 /* End of stream: an event without its blank line is dispatched only if complete=1 (the spec
  * discards it; servers that end with "data: [DONE]\n" and no blank line exist). */

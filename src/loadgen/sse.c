@@ -38,6 +38,7 @@ static int on_line(xi_sse *s, const char *l, size_t n) {
     const char *v = colon ? colon + 1 : l + n;
     if (v < l + n && *v == ' ') v++;
     size_t vn = (size_t)(l + n - v);
+    if (s->data.len + vn + 1 > XI_SSE_MAX_EVENT) return -2;
     if (s->has_data && xi_buf_append(&s->data, "\n", 1)) return -1;
     if (xi_buf_append(&s->data, v, vn)) return -1;
     s->has_data = 1;
@@ -55,6 +56,7 @@ int xi_sse_feed(xi_sse *s, const char *bytes, size_t n) {
          * without a copy, only a line cut by the chunk end is buffered. */
         size_t j = i;
         while (j < n && bytes[j] != '\n' && bytes[j] != '\r') j++;
+        if (s->line.len + (j - i) > XI_SSE_MAX_EVENT) return -2;
         if (j == n) return xi_buf_append(&s->line, bytes + i, n - i);
         int rc;
         if (s->line.len) {
