@@ -114,7 +114,7 @@ char *xi_loadgen_request_body(const xi_loadgen_config *c, const char *prompt) {
 
 /* ---- one request ----------------------------------------------------------------------- */
 
-#define KEEP_BODY 512   /* bytes of a non-SSE or error answer kept for the message */
+#define KEEP_BODY 4096  /* bytes of a non-SSE or error answer kept for the message */
 
 typedef struct req {
     CURL *h;                  /* reused by the slot across requests; owned */
