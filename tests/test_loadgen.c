@@ -8,6 +8,7 @@
 #include "base/base.h"
 #include "loadgen/loadgen.h"
 #include "test.h"
+#include "tokenizer/tokenizer.h"
 
 /* ---- percentiles ----------------------------------------------------------------------- */
 
@@ -558,4 +559,27 @@ TEST(test_loadgen_table_lists_levels_and_the_first_error) {
     free(buf);
     xi_loadgen_level_free(&lv[0]);
     xi_loadgen_level_free(&lv[1]);
+}
+
+/* ---- prompt length in tokens ----------------------------------------------------------- */
+
+/* The word list's promise: N words are N tokens (plus a leading marker at most) with the real
+ * Qwen2.5 (byte-level BPE) and Llama-2 (SentencePiece) tokenizers. 3000 words cover every word
+ * of the list many times, so one word that splits would add dozens of tokens. */
+TEST(test_loadgen_prompt_of_n_words_is_about_n_tokens_for_qwen_and_llama) {
+    static const char *const dirs[] = {"tokenizers/qwen2.5", "tokenizers/llama2"};
+    char *prompt = xi_loadgen_prompt(11, 0, 0, 0, 3000);
+    CHECK(prompt);
+    for (size_t i = 0; i < XI_ARRAY_LEN(dirs); i++) {
+        char *dir = xi_test_data(dirs[i]), err[256] = "";
+        xi_tokenizer *t = xi_tokenizer_load(dir, err, sizeof err);
+        CHECKF(t, "%s: %s", dir, err);
+        int32_t *ids = NULL;
+        int n = xi_tokenizer_encode(t, prompt, strlen(prompt), 0, 0, &ids, err, sizeof err);
+        CHECKF(n >= 3000 && n <= 3001, "%s: 3000 words are %d tokens", dirs[i], n);
+        free(ids);
+        xi_tokenizer_free(t);
+        free(dir);
+    }
+    free(prompt);
 }
