@@ -36,6 +36,10 @@ int xi_model_reserve(xi_model *m, int max_tokens, int max_logits, char *err, siz
             grow(&m->up, T * (size_t)c->intermediate_size) ||
             grow(&m->cs, T * (size_t)c->head_dim))
             return xi_errf(err, errlen, "out of memory for %d-token scratch", max_tokens);
+        int64_t *cost = realloc(m->attn_cost, (T + 1) * sizeof(int64_t));
+        if (!cost)
+            return xi_errf(err, errlen, "out of memory for %d-token scratch", max_tokens);
+        m->attn_cost = cost;
         m->cap_tokens = max_tokens;
     }
     if (max_logits > m->cap_logits) {
@@ -93,7 +97,23 @@ static void qkv_post_task(void *ctx, int ith, int nth) {
     }
 }
 
-/* Attention work items are (token, head) pairs; each thread takes a contiguous range. */
+/* First token whose cumulative cost reaches target (cost[] is a prefix sum, cost[0] = 0). */
+static long cost_bound(const int64_t *cost, long n, int64_t target) {
+    long lo = 0, hi = n;
+    while (lo < hi) {
+        long mid = (lo + hi) / 2;
+        if (cost[mid] < target) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Attention work items are (token, head) pairs; each thread takes a contiguous range. A
+ * token's cost is the number of keys it reads, which varies a lot across a mixed batch
+ * (a long prefill next to short decodes), so when there are enough tokens the split
+ * balances keys read, not items. With few tokens (decode of one sequence) the heads of a
+ * token are split instead. Either way each item is computed by exactly the same code, so
+ * the split never changes a result. */
 static void attn_task(void *ctx, int ith, int nth) {
     stage *s = ctx;
     const xi_model *m = s->m;
@@ -104,7 +124,16 @@ static void attn_task(void *ctx, int ith, int nth) {
     const float scale = 1.0f / sqrtf((float)c->head_dim);
     float *scratch = m->attn_scratch + (size_t)ith * (size_t)m->cap_scratch;
     long b, e;
-    xi_split_range((long)bt->n_tokens * nh, ith, nth, 1, &b, &e);
+    if (bt->n_tokens >= 4 * nth) {
+        const int64_t total = m->attn_cost[bt->n_tokens];
+        const long tb = cost_bound(m->attn_cost, bt->n_tokens, total * ith / nth);
+        const long te = ith == nth - 1 ? bt->n_tokens
+                                       : cost_bound(m->attn_cost, bt->n_tokens, total * (ith + 1) / nth);
+        b = tb * nh;
+        e = te * nh;
+    } else {
+        xi_split_range((long)bt->n_tokens * nh, ith, nth, 1, &b, &e);
+    }
     int seq = 0;
     long item = b;
     while (item < e) {
@@ -178,7 +207,9 @@ int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *log
     const int T = b->n_tokens, hd = c->head_dim, half = hd / 2;
     const int64_t h = c->hidden_size, qd = (int64_t)c->n_heads * hd;
 
+    m->attn_cost[0] = 0;
     for (int i = 0; i < T; i++) {
+        m->attn_cost[i + 1] = m->attn_cost[i] + b->positions[i] + 1;
         xi_weight_row(&m->embed, b->tokens[i], m->x + i * h);
         float *cs = m->cs + (int64_t)i * hd;
         for (int j = 0; j < half; j++) {

@@ -356,6 +356,7 @@ void xi_model_free(xi_model *m) {
     free(m->cs);
     free(m->hlast);
     free(m->attn_scratch);
+    free(m->attn_cost);
     if (m->st) xi_st_close(m->st);
     xi_config_free(&m->cfg);
     free(m);

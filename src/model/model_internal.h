@@ -49,6 +49,7 @@ struct xi_model {
     float *cs;      /* [T, hd] cos then sin per token */
     float *hlast;   /* [L, hidden] rows whose logits are wanted */
     float *attn_scratch; /* [n_threads, cap_scratch] */
+    int64_t *attn_cost;  /* [T + 1] prefix sums of keys read per token, for load balance */
 };
 
 int xi_model_own(xi_model *m, void *p, size_t bytes, int big);
