@@ -21,9 +21,9 @@
 
 /* ---- prompts ----------------------------------------------------------------------------- */
 
-/* Prompts are words drawn from a fixed list of common English words that are one token in the
- * usual BPE vocabularies (GPT-2, Llama, Qwen), each with a leading space, so a prompt of N
- * words is roughly N tokens. The same (seed, stream, index) gives the same prompt everywhere. */
+/* Prompts are words drawn from a fixed list of common English words that are one token each,
+ * with a leading space, in the Qwen2.5 and Llama-2 vocabularies, so a prompt of N words is
+ * about N tokens. The same (seed, stream, index) gives the same prompt everywhere. */
 size_t xi_loadgen_word_count(void);
 
 /* Append n_words random words to out, drawn from the generator seeded with

@@ -6,8 +6,9 @@
 
 #include "loadgen/loadgen.h"
 
-/* Frequent English words that GPT-2, Llama and Qwen vocabularies each hold as one token with
- * a leading space, so N words make about N tokens after any of those tokenizers. */
+/* Frequent English words that the Qwen2.5 (byte-level BPE) and Llama-2 (SentencePiece)
+ * vocabularies each hold as one token with a leading space, so N words make N tokens there
+ * (tests/test_loadgen.c checks both); large vocabularies of the same kinds behave alike. */
 static const char *const words[] = {
     "the", "of", "and", "to", "in", "is", "was", "for", "that", "with", "on", "as", "are",
     "by", "at", "from", "his", "her", "this", "but", "not", "have", "they", "you", "one",
