@@ -168,6 +168,7 @@ typedef struct jnode {
     int n_else;
     jfilter_fn filter;          /* E_FILTER */
     jtest_fn test;              /* E_TEST */
+    const char *params;         /* E_FILTER / E_TEST: jinja_filter_params / jinja_test_params */
 } jnode;
 
 struct xi_jinja {
@@ -247,6 +248,11 @@ jnode *jinja_parse_source(jarena *ar, const char *src, char *err, size_t errlen)
 /* jinja_lib.c: filters, tests, methods and globals */
 jfilter_fn jinja_find_filter(const char *name);
 jtest_fn jinja_find_test(const char *name);
+/* Parameter names of a filter / test ("a,b"; "" none; NULL: any arguments). */
+const char *jinja_filter_params(const char *name);
+const char *jinja_test_params(const char *name);
+/* Python's argument checks: too many positional or an unknown keyword is an error. */
+void jinja_check_args(jctx *c, const char *what, const char *name, const char *params, const jargs *a);
 int jinja_call_method(jctx *c, jv obj, const char *name, jargs *a, jv *out);
 jv jinja_global(jctx *c, const char *name);
 jv jarg(jargs *a, int i, const char *name);     /* JV_UNDEF when absent */

@@ -467,6 +467,7 @@ jv jinja_eval(jctx *c, const jnode *e) {
         jv in = jinja_eval(c, e->a);
         jargs a;
         eval_args(c, e, &a);
+        jinja_check_args(c, "filter", e->name, e->params, &a);
         return e->filter(c, in, &a);
     }
     case E_TEST: {
@@ -474,6 +475,7 @@ jv jinja_eval(jctx *c, const jnode *e) {
         jv in = jinja_eval(c, e->a);
         jargs a;
         eval_args(c, e, &a);
+        jinja_check_args(c, "test", e->name, e->params, &a);
         return jv_bool(e->test(c, in, &a) ^ e->op);
     }
     case E_NEG: case E_POS: {

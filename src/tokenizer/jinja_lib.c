@@ -784,25 +784,63 @@ static jv f_reject(jctx *c, jv in, jargs *a) { return select_common(c, in, a, 0,
 static jv f_selectattr(jctx *c, jv in, jargs *a) { return select_common(c, in, a, 1, 0); }
 static jv f_rejectattr(jctx *c, jv in, jargs *a) { return select_common(c, in, a, 1, 1); }
 
+/* params: the parameter names in order ("" none, NULL any), for Python's argument checks */
 static const struct {
     const char *name;
     jfilter_fn fn;
+    const char *params;
 } FILTERS[] = {
-    {"abs", f_abs}, {"attr", f_attr}, {"capitalize", f_capitalize}, {"count", f_length},
-    {"d", f_default}, {"default", f_default}, {"dictsort", f_dictsort}, {"e", f_escape},
-    {"escape", f_escape}, {"first", f_first}, {"float", f_float}, {"format", f_format}, {"indent", f_indent},
-    {"int", f_int}, {"items", f_items}, {"join", f_join}, {"last", f_last},
-    {"length", f_length}, {"list", f_list}, {"lower", f_lower}, {"map", f_map},
-    {"max", f_max}, {"min", f_min}, {"reject", f_reject}, {"rejectattr", f_rejectattr},
-    {"replace", f_replace}, {"reverse", f_reverse}, {"round", f_round}, {"safe", f_safe},
-    {"select", f_select}, {"selectattr", f_selectattr}, {"sort", f_sort}, {"string", f_string},
-    {"sum", f_sum}, {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim},
-    {"unique", f_unique}, {"upper", f_upper}, {"wordcount", f_wordcount},
+    {"abs", f_abs, ""},
+    {"attr", f_attr, "name"},
+    {"capitalize", f_capitalize, ""},
+    {"count", f_length, ""},
+    {"d", f_default, "default_value,boolean"},
+    {"default", f_default, "default_value,boolean"},
+    {"dictsort", f_dictsort, "case_sensitive,by,reverse"},
+    {"e", f_escape, ""},
+    {"escape", f_escape, ""},
+    {"first", f_first, ""},
+    {"float", f_float, "default"},
+    {"format", f_format, NULL},
+    {"indent", f_indent, "width,first,blank"},
+    {"int", f_int, "default,base"},
+    {"items", f_items, ""},
+    {"join", f_join, "d,attribute"},
+    {"last", f_last, ""},
+    {"length", f_length, ""},
+    {"list", f_list, ""},
+    {"lower", f_lower, ""},
+    {"map", f_map, NULL},
+    {"max", f_max, "case_sensitive,attribute"},
+    {"min", f_min, "case_sensitive,attribute"},
+    {"reject", f_reject, NULL},
+    {"rejectattr", f_rejectattr, NULL},
+    {"replace", f_replace, "old,new,count"},
+    {"reverse", f_reverse, ""},
+    {"round", f_round, "precision,method"},
+    {"safe", f_safe, ""},
+    {"select", f_select, NULL},
+    {"selectattr", f_selectattr, NULL},
+    {"sort", f_sort, "reverse,case_sensitive,attribute"},
+    {"string", f_string, ""},
+    {"sum", f_sum, "attribute,start"},
+    {"title", f_title, ""},
+    {"tojson", f_tojson, "ensure_ascii,indent,separators,sort_keys"},
+    {"trim", f_trim, "chars"},
+    {"unique", f_unique, "case_sensitive,attribute"},
+    {"upper", f_upper, ""},
+    {"wordcount", f_wordcount, ""},
 };
 
 jfilter_fn jinja_find_filter(const char *name) {
     for (size_t i = 0; i < XI_ARRAY_LEN(FILTERS); i++)
         if (!strcmp(FILTERS[i].name, name)) return FILTERS[i].fn;
+    return NULL;
+}
+
+const char *jinja_filter_params(const char *name) {
+    for (size_t i = 0; i < XI_ARRAY_LEN(FILTERS); i++)
+        if (!strcmp(FILTERS[i].name, name)) return FILTERS[i].params;
     return NULL;
 }
 
@@ -877,22 +915,78 @@ static int t_test(jctx *c, jv v, jargs *a) {
 static const struct {
     const char *name;
     jtest_fn fn;
+    const char *params;
 } TESTS[] = {
-    {"defined", t_defined}, {"undefined", t_undefined}, {"none", t_none},
-    {"boolean", t_boolean}, {"true", t_true}, {"false", t_false}, {"integer", t_integer},
-    {"float", t_float}, {"number", t_number}, {"string", t_string}, {"mapping", t_mapping},
-    {"iterable", t_iterable}, {"sequence", t_sequence}, {"callable", t_callable},
-    {"sameas", t_sameas}, {"eq", t_eq}, {"equalto", t_eq}, {"==", t_eq}, {"ne", t_ne},
-    {"!=", t_ne}, {"lt", t_lt}, {"lessthan", t_lt}, {"<", t_lt}, {"le", t_le}, {"<=", t_le},
-    {"gt", t_gt}, {"greaterthan", t_gt}, {">", t_gt}, {"ge", t_ge}, {">=", t_ge},
-    {"in", t_in}, {"even", t_even}, {"odd", t_odd}, {"divisibleby", t_divisibleby},
-    {"lower", t_lower}, {"upper", t_upper}, {"filter", t_filter}, {"test", t_test},
+    {"defined", t_defined, ""},
+    {"undefined", t_undefined, ""},
+    {"none", t_none, ""},
+    {"boolean", t_boolean, ""},
+    {"true", t_true, ""},
+    {"false", t_false, ""},
+    {"integer", t_integer, ""},
+    {"float", t_float, ""},
+    {"number", t_number, ""},
+    {"string", t_string, ""},
+    {"mapping", t_mapping, ""},
+    {"iterable", t_iterable, ""},
+    {"sequence", t_sequence, ""},
+    {"callable", t_callable, ""},
+    {"sameas", t_sameas, "other"},
+    {"eq", t_eq, "other"},
+    {"equalto", t_eq, "other"},
+    {"==", t_eq, "other"},
+    {"ne", t_ne, "other"},
+    {"!=", t_ne, "other"},
+    {"lt", t_lt, "other"},
+    {"lessthan", t_lt, "other"},
+    {"<", t_lt, "other"},
+    {"le", t_le, "other"},
+    {"<=", t_le, "other"},
+    {"gt", t_gt, "other"},
+    {"greaterthan", t_gt, "other"},
+    {">", t_gt, "other"},
+    {"ge", t_ge, "other"},
+    {">=", t_ge, "other"},
+    {"in", t_in, "seq"},
+    {"even", t_even, ""},
+    {"odd", t_odd, ""},
+    {"divisibleby", t_divisibleby, "num"},
+    {"lower", t_lower, ""},
+    {"upper", t_upper, ""},
+    {"filter", t_filter, ""},
+    {"test", t_test, ""},
 };
 
 jtest_fn jinja_find_test(const char *name) {
     for (size_t i = 0; i < XI_ARRAY_LEN(TESTS); i++)
         if (!strcmp(TESTS[i].name, name)) return TESTS[i].fn;
     return NULL;
+}
+
+const char *jinja_test_params(const char *name) {
+    for (size_t i = 0; i < XI_ARRAY_LEN(TESTS); i++)
+        if (!strcmp(TESTS[i].name, name)) return TESTS[i].params;
+    return NULL;
+}
+
+void jinja_check_args(jctx *c, const char *what, const char *name, const char *params, const jargs *a) {
+    if (!params) return;
+    int n = 0;
+    for (const char *p = params; *p; p++) n += *p == ',';
+    n += *params != 0;
+    if (a->n > n) jerr(c, "%s '%s' takes at most %d argument(s), %d given", what, name, n, a->n);
+    for (int k = 0; k < a->n_kw; k++) {
+        size_t len = strlen(a->kw_names[k]);
+        const char *p = params;
+        int found = 0;
+        while (*p && !found) {
+            const char *e = strchr(p, ',');
+            size_t pl = e ? (size_t)(e - p) : strlen(p);
+            found = pl == len && !memcmp(p, a->kw_names[k], len);
+            p += pl + (e ? 1 : 0);
+        }
+        if (!found) jerr(c, "%s '%s' got an unexpected keyword argument '%s'", what, name, a->kw_names[k]);
+    }
 }
 
 /* ==== methods =========================================================================== */

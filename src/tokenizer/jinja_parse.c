@@ -636,6 +636,7 @@ static jnode *parse_filters(parser *P, jnode *n) {
             f->a = n;
             f->name = expect_name(P);
             f->filter = jinja_find_filter(f->name); /* NULL: see check_names */
+            f->params = jinja_filter_params(f->name);
             if (accept_op(P, "(")) parse_args(P, f);
             n = f;
         } else if (accept_name(P, "is")) {
@@ -644,6 +645,7 @@ static jnode *parse_filters(parser *P, jnode *n) {
             t->a = n;
             t->name = expect_name(P);
             t->test = jinja_find_test(t->name);
+            t->params = jinja_test_params(t->name);
             tok *k = cur(P);
             if (accept_op(P, "(")) {
                 parse_args(P, t);
