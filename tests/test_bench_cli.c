@@ -239,3 +239,28 @@ TEST(test_bench_cli_sweeps_xinfer_serve_with_exact_token_counts) {
     json_decref(j);
     free(out), free(js), free(csv), free(svg), free(model);
 }
+
+TEST(test_bench_cli_chat_endpoint_against_xinfer_serve_with_a_chat_template) {
+    char *model = xi_test_data("models/qwen2-tiny-random"), url[64], why[2048] = "";
+    pid_t pid = start_serve(model, url, sizeof url, why, sizeof why);
+    CHECKF(pid > 0, "%s", why);
+    char *js = tmp_path("r.json"), args[2048], *out = NULL;
+    snprintf(args, sizeof args,
+             "--url %s --endpoint chat --concurrency 2 --num-requests 4 --output-len 8 --prompt-len 16 "
+             "--timeout 30 --out %s", url, js);
+    int rc = bench(args, &out);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    CHECKF(rc == 0, "exit %d: %s", rc, out);
+    json_t *j = json_load_file(js, 0, NULL);
+    json_t *l = json_array_get(json_object_get(j, "levels"), 0);
+    CHECK(l);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(j, "config"), "endpoint")), "chat");
+    CHECK_EQ(json_integer_value(json_object_get(l, "completed")), 4);
+    CHECK_EQ(json_integer_value(json_object_get(l, "output_tokens")), 4 * 8);
+    /* 16 words are 16 Qwen tokens; the chat template adds its own around them. */
+    CHECK(json_integer_value(json_object_get(l, "input_tokens")) > 4 * 16);
+    CHECK(json_number_value(json_object_get(json_object_get(l, "ttft_ms"), "p50")) > 0);
+    json_decref(j);
+    free(out), free(js), free(model);
+}
