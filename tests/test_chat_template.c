@@ -187,6 +187,7 @@ TEST(test_jinja_control_flow_and_scopes) {
          NULL, "-a-b;2a-b-;1"},
         {"{% for k in {'b': 1, 'a': 2} %}{{ k }}{% endfor %}", NULL, "ba"},
         {"{% generation %}kept{% endgeneration %}", NULL, "kept"},
+        {"{% if false %}{{ x | optional_filter }}{% endif %}{{ 1 | nope if false else 'ok' }}", NULL, "ok"},
         {"{% with a = 1, b = x %}{{ a }}{{ b }}{% endwith %}{{ a }}", "{\"x\":2}", "12"},
     };
     CHECK_EQ(run_cases(cases, XI_ARRAY_LEN(cases)), 0);
@@ -281,6 +282,10 @@ TEST(test_jinja_bad_templates_give_clean_errors) {
     expect_error("{{ none | tojson }}{{ u | tojson }}", NULL, "not JSON serializable", &failed);
     expect_error("{% break %}", NULL, "outside a loop", &failed);
     expect_error("{{ 99999999999999999999 }}", NULL, "too large", &failed);
+    expect_error("{{ 'a' | trim('x', 'y') }}", NULL, "filter 'trim' takes at most 1 argument(s)", &failed);
+    expect_error("{{ 1 | tojson(sort_ys=true) }}", NULL, "unexpected keyword argument 'sort_ys'", &failed);
+    expect_error("{{ 'a' is string 'b' }}", NULL, "test 'string' takes at most 0", &failed);
+    expect_error("{% if true %}{{ 1 | nope }}{% endif %}", NULL, "no filter named 'nope'", &failed);
     CHECK_EQ(failed, 0);
 }
 

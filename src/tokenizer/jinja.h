@@ -9,9 +9,12 @@
  *
  * Supported: {{ }}, {% %}, {# #}, whitespace control (-, +), raw; if/elif/else, for (tuple
  * targets, inline if filter, else, loop.*), set (incl. tuple targets, namespace attributes and
- * block set), macro, break/continue; the expression grammar of Jinja with Python semantics for
- * values; the filters, tests and str/dict methods real chat templates use (see jinja_lib.c).
- * Unknown filters, tests and tags are parse errors.
+ * block set), with, macro, break/continue; the expression grammar of Jinja with Python
+ * semantics for values (incl. printf-style %); the filters, tests and str/dict/list methods
+ * real chat templates use (tables in jinja_lib.c), with Python's argument checks. Unknown tags
+ * are parse errors; unknown filters and tests too, except inside an if or a conditional
+ * expression, where (as in Jinja 3) they fail only when evaluated. Not supported: include,
+ * extends, blocks, call blocks, filter blocks, recursive loops.
  *
  * Threads: a parsed template is immutable; any number of threads may render it at once. Each
  * render owns its memory (one arena, freed at the end) and is bounded by xi_jinja_limits.
