@@ -427,9 +427,15 @@ TEST(test_inspect_truncated_weights_exit_1_naming_file_and_tensor) {
     char *nl = strchr(err, '\n');
     CHECKF(nl && nl[1] == 0, "not one line: %s", err); /* exactly one line */
     free(err);
-    /* A folder without config.json fails the same way. */
+    /* A path that is neither a folder nor a hub name fails the same way, naming it. */
     snprintf(cmd, sizeof cmd, "%s inspect '%s/nope' 2>&1 >/dev/null", xi_test_bin(), dir);
     CHECK_EQ(xi_test_run(cmd, &err), 1);
-    CHECKF(err && strstr(err, "nope/config.json"), "%s", err ? err : "");
+    CHECKF(err && strstr(err, "/nope: no such model folder"), "%s", err ? err : "");
+    free(err);
+    /* A folder without config.json names the file it misses. */
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/empty' && %s inspect '%s/empty' 2>&1 >/dev/null", dir,
+             xi_test_bin(), dir);
+    CHECK_EQ(xi_test_run(cmd, &err), 1);
+    CHECKF(err && strstr(err, "empty/config.json"), "%s", err ? err : "");
     free(err);
 }
