@@ -786,7 +786,10 @@ char *xi_tokenizer_decode(const xi_tokenizer *t, const int32_t *ids, int n, int 
         if (xi_token_bytes(t, id, &raw)) goto oom;
     }
     size_t off = t->strip_leading_space && raw.len && raw.data[0] == ' ';
-    if (xi_utf8_append_lossy(&out, (const unsigned char *)raw.data + off, raw.len - off)) goto oom;
+    /* raw.data stays NULL when no id produced a byte (none given, or all skipped special
+     * tokens), and NULL + 0 is undefined behaviour: point at an empty string instead. */
+    const unsigned char *bytes = (const unsigned char *)(raw.data ? raw.data : "");
+    if (xi_utf8_append_lossy(&out, bytes + off, raw.len - off)) goto oom;
     xi_buf_free(&raw);
     if (out_len) *out_len = out.len;
     return out.data;
