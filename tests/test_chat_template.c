@@ -318,6 +318,17 @@ TEST(test_jinja_hostile_templates_hit_limits_not_the_machine) {
     for (size_t i = 0; i < n; i++) memcpy(blocks + i * 10, "{% if 1 %}", 10);
     blocks[n * 10] = 0;
     expect_error(blocks, NULL, "nesting deeper", &failed);
+    xi_buf chain = {0}, elifs = {0};
+    xi_buf_printf(&chain, "{{ 1");
+    for (size_t i = 0; i < n; i++) xi_buf_printf(&chain, " + 1");
+    xi_buf_printf(&chain, " }}");
+    expect_error(chain.data, NULL, "deeper than 2000", &failed);
+    xi_buf_printf(&elifs, "{%% if x == 0 %%}");
+    for (size_t i = 1; i < n; i++) xi_buf_printf(&elifs, "{%% elif x == %zu %%}%zu", i, i);
+    xi_buf_printf(&elifs, "{%% endif %%}");
+    expect_error(elifs.data, NULL, "nesting deeper", &failed);
+    xi_buf_free(&chain);
+    xi_buf_free(&elifs);
     free(blocks);
     free(deep);
     CHECK_EQ(failed, 0);
@@ -337,6 +348,46 @@ TEST(test_chat_template_rejects_bad_inputs) {
     CHECK_STR(out, "2");
     free(out);
     xi_chat_template_free(t);
+}
+
+typedef struct {
+    char *src;
+    char err[256];
+    int rendered;
+} stack_arg;
+
+static void *render_on_small_stack(void *p) {
+    stack_arg *a = p;
+    char *out = render_src(a->src, NULL, a->err, sizeof a->err);
+    a->rendered = out != NULL;
+    free(out);
+    return NULL;
+}
+
+TEST(test_jinja_deep_recursion_fits_a_small_thread_stack) {
+    /* A macro whose body nests 150 ifs and recurses: evaluation must stop at the nesting bound
+     * before it exhausts a 1 MiB thread stack (an HTTP worker's, say). */
+    xi_buf b = {0};
+    xi_buf_printf(&b, "{%% macro f(n) %%}");
+    for (int i = 0; i < 150; i++) xi_buf_printf(&b, "{%% if true %%}");
+    xi_buf_printf(&b, "{{ f(n + 1) }}");
+    for (int i = 0; i < 150; i++) xi_buf_printf(&b, "{%% endif %%}");
+    xi_buf_printf(&b, "{%% endmacro %%}{{ f(0) }}");
+    stack_arg a = {.src = b.data};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+#ifdef __SANITIZE_ADDRESS__
+    pthread_attr_setstacksize(&attr, 4u << 20); /* ASan's frames are several times larger */
+#else
+    pthread_attr_setstacksize(&attr, 1u << 20);
+#endif
+    pthread_t th;
+    CHECK(pthread_create(&th, &attr, render_on_small_stack, &a) == 0);
+    pthread_join(th, NULL);
+    pthread_attr_destroy(&attr);
+    CHECK(!a.rendered);
+    CHECKF(strstr(a.err, "nests deeper") || strstr(a.err, "nested deeper"), "%s", a.err);
+    xi_buf_free(&b);
 }
 
 /* ---- continue_final_message -------------------------------------------------------- */

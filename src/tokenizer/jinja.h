@@ -208,6 +208,7 @@ typedef struct jctx {
     int line;                   /* line being evaluated, for messages */
     int ctl;                    /* 1 break, 2 continue pending */
     int loop_depth;             /* for loops open in the running macro (or the template) */
+    int c_depth;                /* nested jinja_eval / exec calls: bounds the C stack */
 } jctx;
 
 /* jinja_value.c */

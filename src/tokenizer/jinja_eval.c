@@ -450,7 +450,21 @@ static jv eval_call(jctx *c, const jnode *e) {
 
 /* ==== expressions ======================================================================= */
 
+/* Nested evaluation bound: 200 levels per macro body times 64 macro levels could need
+ * megabytes of C stack (an HTTP thread's, perhaps); frames are at most ~650 bytes (gcc
+ * -fstack-usage), so 1000 levels stay under 1 MiB. */
+#define MAX_C_DEPTH 1000
+
+static jv eval(jctx *c, const jnode *e);
+
 jv jinja_eval(jctx *c, const jnode *e) {
+    if (++c->c_depth > MAX_C_DEPTH) jerr(c, "template evaluation nests deeper than %d", MAX_C_DEPTH);
+    jv v = eval(c, e);
+    c->c_depth--;
+    return v;
+}
+
+static jv eval(jctx *c, const jnode *e) {
     switch (e->kind) {
     case E_CONST: return e->val;
     case E_NAME: {
@@ -582,7 +596,15 @@ static void exec_for(jctx *c, const jnode *s) {
     if (n == 0) exec_body(c, s->orelse, s->n_else);
 }
 
+static void exec_one(jctx *c, const jnode *s);
+
 static void exec(jctx *c, const jnode *s) {
+    if (++c->c_depth > MAX_C_DEPTH) jerr(c, "template evaluation nests deeper than %d", MAX_C_DEPTH);
+    exec_one(c, s);
+    c->c_depth--;
+}
+
+static void exec_one(jctx *c, const jnode *s) {
     c->line = s->line;
     step(c);
     switch (s->kind) {

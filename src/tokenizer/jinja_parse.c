@@ -843,8 +843,10 @@ static jnode *parse_if(parser *P, int line) {
     n->n_body = body->n_body;
     if (!strcmp(found, "elif")) {
         n->orelse = palloc(P, sizeof(jnode *));
+        enter(P); /* an elif chain recurses */
         n->orelse[0] = parse_if(P, cur(P)->line);
         n->n_else = 1;
+        P->depth--;
         return n; /* the innermost elif consumed endif */
     }
     if (!strcmp(found, "else")) {
@@ -1046,21 +1048,24 @@ static jnode *parse_body(parser *P, const char *const *stop, int n_stop, const c
 /* Unknown filters and tests are compile-time errors in Jinja, except inside an if (test or
  * branches) or a conditional expression, where they fail only if evaluated: templates may
  * guard optional filters there. for, macro, with and block-set bodies start a hard scope. */
-static void check_names(parser *P, const jnode *n, int soft) {
+static void check_names(parser *P, const jnode *n, int soft, int depth) {
     if (!n) return;
+    /* operator chains (a + b + ...) deepen the tree without nesting; bound the walk here and
+     * evaluation later */
+    if (depth > 2000) perr(P, n->line, "expression or nesting deeper than 2000 nodes");
     if (!soft && n->kind == E_FILTER && !n->filter) perr(P, n->line, "no filter named '%s'", n->name);
     if (!soft && n->kind == E_TEST && !n->test) perr(P, n->line, "no test named '%s'", n->name);
     int inner = soft;
     if (n->kind == S_IF || n->kind == E_COND) inner = 1;
     int body_soft = (n->kind == S_FOR || n->kind == S_MACRO || n->kind == S_WITH ||
                      n->kind == S_SET_BLOCK) ? 0 : inner;
-    check_names(P, n->a, inner);
-    check_names(P, n->b, n->kind == S_FOR ? 0 : inner);
-    check_names(P, n->c, inner);
-    for (int i = 0; i < n->n; i++) check_names(P, n->list[i], inner);
-    for (int i = 0; i < n->n2; i++) check_names(P, n->list2[i], n->kind == S_MACRO ? 0 : inner);
-    for (int i = 0; i < n->n_body; i++) check_names(P, n->body[i], body_soft);
-    for (int i = 0; i < n->n_else; i++) check_names(P, n->orelse[i], body_soft);
+    check_names(P, n->a, inner, depth + 1);
+    check_names(P, n->b, n->kind == S_FOR ? 0 : inner, depth + 1);
+    check_names(P, n->c, inner, depth + 1);
+    for (int i = 0; i < n->n; i++) check_names(P, n->list[i], inner, depth + 1);
+    for (int i = 0; i < n->n2; i++) check_names(P, n->list2[i], n->kind == S_MACRO ? 0 : inner, depth + 1);
+    for (int i = 0; i < n->n_body; i++) check_names(P, n->body[i], body_soft, depth + 1);
+    for (int i = 0; i < n->n_else; i++) check_names(P, n->orelse[i], body_soft, depth + 1);
 }
 
 jnode *jinja_parse_source(jarena *ar, const char *src, char *err, size_t errlen) {
@@ -1088,7 +1093,7 @@ jnode *jinja_parse_source(jarena *ar, const char *src, char *err, size_t errlen)
     lex(&P);
     const char *found = NULL;
     jnode *root = parse_body(&P, NULL, 0, &found);
-    check_names(&P, root, 0);
+    check_names(&P, root, 0, 0);
     free(P.toks);
     return root;
 }
