@@ -221,7 +221,7 @@ xi_engine *xi_engine_open(const xi_engine_params *params, char *err, size_t errl
     e->tok = xi_tokenizer_load(params->model_dir, err, errlen);
     if (!e->tok) goto fail;
     /* A template that fails to parse only disables chat: completions still work. */
-    const char *tmpl = xi_tokenizer_chat_template(e->tok);
+    const char *tmpl = params->chat_template ? params->chat_template : xi_tokenizer_chat_template(e->tok);
     if (!tmpl)
         snprintf(e->chat_err, sizeof e->chat_err, "chat template: the model's tokenizer_config.json has none");
     else if (!(e->chat = xi_chat_template_parse(tmpl, e->chat_err, sizeof e->chat_err)))

@@ -386,6 +386,7 @@ void xi_core_add(xi_core *c, xi_group *g) {
                                            max_len, c->p.block_size, g->cache_salt, NULL, 0) == 0;
         s->req.user = s;
         xi_detok_init(&s->detok, c->tok, g->skip_special);
+        xi_detok_prime(&s->detok, g->prompt, g->n_prompt);
         /* room for the usual text up front, so decode steps rarely grow it */
         size_t text_cap = (size_t)XI_MIN(g->max_tokens, 4096) * 8 + 16;
         s->text.data = malloc(text_cap);

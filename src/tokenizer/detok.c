@@ -165,6 +165,18 @@ int xi_detok_push(xi_detok *d, int32_t id, xi_buf *out) {
     return rc ? -1 : (int)(out->len - before);
 }
 
+void xi_detok_prime(xi_detok *d, const int32_t *prompt, int n) {
+    const xi_tokenizer *t = d->tok;
+    for (int i = 0; i < n && d->at_start; i++) {
+        const int32_t id = prompt[i];
+        if (id < 0 || id >= t->n_vocab || !t->tokens[id]) continue;
+        if (d->skip_special && t->special[id]) continue;
+        xi_buf b = {0};
+        if (!xi_token_bytes(t, id, &b) && b.len) d->at_start = 0;
+        xi_buf_free(&b);
+    }
+}
+
 int xi_detok_flush(xi_detok *d, xi_buf *out) {
     size_t before = out->len;
     if (xi_utf8_append_lossy(out, d->pending, (size_t)d->n_pending)) return -1;

@@ -70,6 +70,10 @@ int xi_detok_push(xi_detok *d, int32_t id, xi_buf *out);
  * decode(). Returns bytes appended (0 when nothing was pending) or -1. Streaming servers may
  * skip it (vLLM drops such bytes). */
 int xi_detok_flush(xi_detok *d, xi_buf *out);
+/* Tell the detokenizer what text precedes the ids it will see (the prompt), so that the
+ * first generated token keeps its word-initial space, as vLLM's incremental detokenizer
+ * does: decode(prompt + generated) - decode(prompt). Nothing is emitted. */
+void xi_detok_prime(xi_detok *d, const int32_t *prompt, int n);
 void xi_detok_free(xi_detok *d);
 
 #ifdef XI_TOKENIZER_INTERNAL

@@ -84,8 +84,7 @@ test('--uds serves over a Unix domain socket', async () => {
   }
 });
 
-// todo until xi_engine_open reads xi_engine_params.chat_template (reported as TODO, not pass)
-test('--chat-template FILE replaces the model\'s template', { todo: 'src/api must use xi_engine_params.chat_template' }, async () => {
+test('--chat-template FILE replaces the model\'s template', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xinfer-tmpl-'));
   const file = path.join(dir, 't.jinja');
   fs.writeFileSync(file, "{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}");
