@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "hub/hub.h"
 #include "server/serve_args.h"
 #include "server/server.h"
 
@@ -139,7 +140,20 @@ int cmd_serve(int argc, char **argv) {
         free(chat_template);
         return 1;
     }
-    xi_srv_log("loading %s", a.model_path);
+    /* A local folder wins; ORG/NAME[@REV] is pulled into the hub cache on first use. This
+     * happens while /health already answers 503 (loading). */
+    xi_hub_options ho;
+    xi_hub_options_default(&ho);
+    ho.cache_dir = a.download_dir;
+    char *model_dir = xi_hub_resolve(a.model_path, &ho, err, sizeof err);
+    if (!model_dir) {
+        fprintf(stderr, "xinfer serve: %s\n", err);
+        xi_server_free(srv);
+        free(chat_template);
+        return 1;
+    }
+    a.engine.model_dir = model_dir;
+    xi_srv_log("loading %s", model_dir);
     xi_engine *eng = xi_engine_open(&a.engine, err, sizeof err);
     free(chat_template); /* the engine parsed its own copy */
     a.engine.chat_template = NULL;
@@ -147,6 +161,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "xinfer serve: %s\n", err);
         xi_server_free(srv);
         if (eng) xi_engine_close(eng);
+        free(model_dir);
         return 1;
     }
     xi_engine_info info;
@@ -156,6 +171,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "xinfer serve: %s\n", err);
         xi_server_free(srv);
         xi_engine_close(eng);
+        free(model_dir);
         return 1;
     }
     if (a.uds) xi_srv_log("Starting server on unix:%s", a.uds);
@@ -186,6 +202,7 @@ int cmd_serve(int argc, char **argv) {
     xi_server_stop(srv);
     xi_engine_close(eng);
     xi_server_free(srv);
+    free(model_dir);
     xi_srv_log("Server stopped.");
     return 0;
 }

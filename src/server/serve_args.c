@@ -315,7 +315,7 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
     case F_DISABLE_LOG_REQ: a->enable_log_requests = 0; return 0;
     case F_ENABLE_LOG_REQ: a->enable_log_requests = 1; return 0;
     case F_DISABLE_LOG_STATS: a->disable_log_stats = 1; return 0;
-    case F_DOWNLOAD_DIR: return 0; /* only hub downloads use it */
+    case F_DOWNLOAD_DIR: a->download_dir = v; return 0; /* the hub cache for ORG/NAME */
     case F_TRUST_REMOTE: return 0; /* nothing remote is ever executed */
     case F_MAX_BODY: return parse_i64(flag, v, 1024, INT64_MAX, &a->max_body_bytes, err, errlen);
     case F_SHUTDOWN: return parse_double(flag, v, 0, 86400, &a->shutdown_timeout, err, errlen);

@@ -15,7 +15,8 @@
 
 typedef struct xi_serve_args {
     xi_engine_params engine;        /* strings point into argv or are static */
-    const char *model_path;         /* the folder the engine opens */
+    const char *model_path;         /* the folder the engine opens, or a hub name ORG/NAME */
+    const char *download_dir;       /* --download-dir: the hub cache for ORG/NAME models */
     const char *served_names[XI_SERVE_MAX_NAMES]; /* [n_served_names]; [0] answers in bodies */
     int n_served_names;
     const char *host;               /* "0.0.0.0" */
