@@ -1,10 +1,14 @@
 /* Regressions for bugs the fuzz harnesses of tests/fuzz found (their minimised inputs also
  * live in tests/fuzz/corpus/<target>/ and are replayed by .ci/fuzz.sh). Each test states the
  * property that broke. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/base.h"
+#include "ops/env.h"
+#include "ops/plan.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,4 +33,95 @@ TEST(test_fuzz_decode_of_nothing_is_empty_string) {
     CHECK_STR(s, "");
     free(s);
     xi_tokenizer_free(t);
+}
+
+/* fuzz_ops: memory figures of two chips near INT64_MAX overflowed the per-NPU sum (UBSan:
+ * signed integer overflow). Absurd figures are now ignored; sane ones still add up. */
+TEST(test_fuzz_npu_smi_huge_memory_is_ignored_not_summed) {
+    static const char text[] =
+        "npu-smi 1 NPU\n"
+        "| 0 910B3 | OK | x |\n"
+        "| 0 | 0000:C1:00.0 | 0 9223372036854775807 / 9223372036854775807 |\n"
+        "| 1 | 0000:C1:00.1 | 0 9223372036854775807 / 9223372036854775807 |\n"
+        "| 1 910B3 | OK | x |\n"
+        "| 0 | 0000:C2:00.0 | 0 3338 / 65536 |\n"
+        "| 1 | 0000:C2:00.1 | 0 100 / 65536 |\n";
+    xi_npu_smi s;
+    char err[256];
+    CHECK_EQ(xi_npu_smi_parse(text, &s, err, sizeof err), 2);
+    CHECK_EQ(s.npus[0].n_chips, 2);
+    CHECK_EQ(s.npus[0].mem_total_mb, 0);
+    CHECK_EQ(s.npus[1].mem_used_mb, 3438);
+    CHECK_EQ(s.npus[1].mem_total_mb, 131072);
+}
+
+/* fuzz_ops: a MemTotal beyond INT64_MAX / 1024 kB overflowed the conversion to bytes. */
+TEST(test_fuzz_meminfo_overflowing_total_is_unknown) {
+    char path[512];
+    const char *root = xi_test_tmpdir();
+    snprintf(path, sizeof path, "%s/proc", root);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/proc/meminfo", root);
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fputs("MemTotal:       99999999999999999999 kB\nMemAvailable:    2048 kB\n", f);
+    fclose(f);
+    xi_env_cpu c;
+    xi_env_probe_cpu(&c, root);
+    CHECK_EQ(c.mem_total, -1);
+    CHECK_EQ(c.mem_available, 2048 * 1024);
+}
+
+static const char *write_config(const char *json) {
+    const char *dir = xi_test_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return NULL;
+    fputs(json, f);
+    fclose(f);
+    return dir;
+}
+
+/* fuzz_config: hidden_size < num_attention_heads without head_dim gave head_dim 0, and
+ * xi_plan_compute divided by the resulting 0 bytes of KV per sequence. */
+TEST(test_fuzz_plan_rejects_zero_head_dim) {
+    const char *dir = write_config(
+        "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":2,\"intermediate_size\":128,"
+        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":1000}");
+    CHECK(dir);
+    xi_plan_model m;
+    char err[256] = "";
+    CHECK_EQ(xi_plan_model_load(dir, &m, err, sizeof err), -1);
+    CHECKF(strstr(err, "num_attention_heads 4"), "%s", err);
+}
+
+/* fuzz_config: fields of up to 2^30 each overflowed the planner's int64 byte counts. */
+TEST(test_fuzz_plan_rejects_shapes_that_overflow) {
+    const char *dir = write_config(
+        "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":1073741824,"
+        "\"intermediate_size\":1073741824,\"num_hidden_layers\":1073741824,"
+        "\"num_attention_heads\":1,\"head_dim\":1073741824,\"vocab_size\":1073741824}");
+    CHECK(dir);
+    xi_plan_model m;
+    char err[256] = "";
+    CHECK_EQ(xi_plan_model_load(dir, &m, err, sizeof err), -1);
+    CHECKF(strstr(err, "parameters"), "%s", err);
+
+    /* A loadable shape whose one-sequence KV at max_position_embeddings overflows. */
+    dir = write_config(
+        "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":4096,\"intermediate_size\":4096,"
+        "\"num_hidden_layers\":4096,\"num_attention_heads\":1024,\"head_dim\":4096,"
+        "\"vocab_size\":1000,\"max_position_embeddings\":1073741824}");
+    CHECK(dir);
+    CHECKF(xi_plan_model_load(dir, &m, err, sizeof err) == 0, "%s", err);
+    xi_plan_params p;
+    xi_plan_params_default(&p);
+    xi_plan r;
+    err[0] = 0;
+    CHECK_EQ(xi_plan_compute(&m, xi_plan_device_at(0), &p, &r, err, sizeof err), -1);
+    CHECKF(strstr(err, "--max-model-len"), "%s", err);
+    /* The same model with a sane context plans. */
+    p.max_model_len = 4096;
+    CHECKF(xi_plan_compute(&m, xi_plan_device_at(0), &p, &r, err, sizeof err) == 0, "%s", err);
 }

@@ -78,7 +78,10 @@ static int has_word(const char *list, const char *word) {
 static int64_t meminfo_bytes(const char *text, const char *key) {
     char v[64];
     if (!text || !cpuinfo_get(text, key, v, sizeof v)) return -1;
-    return strtoll(v, NULL, 10) * 1024; /* meminfo counts kB = KiB */
+    long long kb = strtoll(v, NULL, 10); /* meminfo counts kB = KiB */
+    /* A corrupt figure must not overflow the conversion to bytes: it counts as unknown. */
+    if (kb < 0 || kb > INT64_MAX / 1024) return -1;
+    return kb * 1024;
 }
 
 static void pick_kernels(xi_env_cpu *c) {

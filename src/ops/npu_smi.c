@@ -41,7 +41,12 @@ static int is_bus_id(const char *s) {
     return sscanf(s, "%x:%x:%x.%x%c", &a, &b, &c, &d, &tail) == 4;
 }
 
-/* Every "a / b" pair in s, in order; returns the count (at most max). */
+/* Largest memory figure (MB) taken from the table: far beyond any device, and small enough
+ * that sums over chips and NPUs (and their bytes) cannot overflow int64_t. */
+#define MAX_MB (1LL << 40)
+
+/* Every "a / b" pair in s, in order; returns the count (at most max). A pair with a figure
+ * past MAX_MB is corrupt and skipped. */
 static int mem_pairs(const char *s, int64_t used[], int64_t total[], int max) {
     int n = 0;
     for (const char *p = s; *p && n < max; p++) {
@@ -53,8 +58,10 @@ static int mem_pairs(const char *s, int64_t used[], int64_t total[], int max) {
         const char *b = p + 1;
         while (*b == ' ') b++;
         if (a0 == a || !isdigit((unsigned char)*b)) continue;
-        used[n] = strtoll(a0, NULL, 10);
-        total[n] = strtoll(b, NULL, 10);
+        long long u = strtoll(a0, NULL, 10), t = strtoll(b, NULL, 10);
+        if (u > MAX_MB || t > MAX_MB) continue;
+        used[n] = u;
+        total[n] = t;
         n++;
     }
     return n;

@@ -109,8 +109,9 @@ static void plan_for_tp(const xi_plan_model *m, const xi_plan_device *d, const x
     r->weights_per_device = (r->w.bytes_linear + r->w.bytes_embed + tp - 1) / tp + r->w.bytes_other;
     int kv_heads_dev = m->kv_heads >= tp ? m->kv_heads / tp : 1; /* replicated past kv_heads */
     r->kv_per_token_device = 2LL * m->layers * kv_heads_dev * m->head_dim * r->kv_bytes;
-    int64_t blocks_full = (r->max_model_len + r->block_size - 1) / r->block_size;
-    int64_t blocks_typ = (r->typical_context + r->block_size - 1) / r->block_size;
+    /* In int64: max_model_len may be near INT_MAX. */
+    int64_t blocks_full = ((int64_t)r->max_model_len + r->block_size - 1) / r->block_size;
+    int64_t blocks_typ = ((int64_t)r->typical_context + r->block_size - 1) / r->block_size;
     r->kv_per_seq_full = blocks_full * r->block_size * r->kv_per_token_device;
     r->kv_per_seq_typical = blocks_typ * r->block_size * r->kv_per_token_device;
     r->kv_budget = r->usable_bytes - r->weights_per_device - r->overhead_bytes;
@@ -164,6 +165,10 @@ int xi_plan_compute(const xi_plan_model *m, const xi_plan_device *d, const xi_pl
 
     count_weights(m, r->quant, &r->w);
     r->kv_per_token = 2LL * m->layers * m->kv_heads * m->head_dim * r->kv_bytes;
+    /* One full-length sequence's KV, rounded up to a block, must fit int64 arithmetic. */
+    if ((double)r->kv_per_token * ((double)r->max_model_len + r->block_size) > 0x1p62)
+        return xi_errf(err, errlen, "--max-model-len %d: the KV cache of one sequence of %s is "
+                       "too large to plan", r->max_model_len, m->name);
     r->device_bytes = d->mem_bytes;
     r->usable_bytes = (int64_t)((double)d->mem_bytes * p->util);
     r->overhead_bytes = p->overhead_bytes >= 0 ? (int64_t)p->overhead_bytes

@@ -145,6 +145,23 @@ int xi_plan_model_load(const char *dir, xi_plan_model *m, char *err, size_t errl
         get_int(c, "max_position_embeddings", 4096, &m->max_position, path, err, errlen))
         goto out;
     if (get_int(c, "head_dim", m->hidden / m->heads, &m->head_dim, path, err, errlen)) goto out;
+    /* The default head_dim is 0 when hidden_size < num_attention_heads, and the planner
+     * divides by per-token KV bytes. */
+    if (m->head_dim <= 0) {
+        xi_errf(err, errlen, "%s: hidden_size %d is smaller than num_attention_heads %d and no "
+                "head_dim is given", path, m->hidden, m->heads);
+        goto out;
+    }
+    /* Each field may be up to 2^30, but the planner counts bytes in int64: a shape past 2^50
+     * parameters (thousands of times any real model) would overflow it. Every int64 product
+     * the planner forms is bounded by this count times a few bytes. */
+    double qd = (double)m->heads * m->head_dim, kvd = (double)m->kv_heads * m->head_dim;
+    double params = (2 * qd + 2 * kvd + 3.0 * m->intermediate) * m->hidden * m->layers +
+                    2.0 * m->vocab * m->hidden;
+    if (params > 0x1p50) {
+        xi_errf(err, errlen, "%s: %.3g parameters is not a real model shape", path, params);
+        goto out;
+    }
     if (m->heads % m->kv_heads) {
         xi_errf(err, errlen, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
                 path, m->heads, m->kv_heads);
