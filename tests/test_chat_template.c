@@ -295,6 +295,8 @@ TEST(test_jinja_hostile_templates_hit_limits_not_the_machine) {
     expect_error("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}",
                  NULL, "steps", &failed);
     expect_error("{{ range(100000000) }}", NULL, "exceeds the limit", &failed);
+    expect_error("{% set big = range(1000000) | list %}{% for i in range(1000000) %}{% if i in big %}{% endif %}{% endfor %}",
+                 NULL, "steps", &failed);
     expect_error("{{ 'x' * 100000000 }}", NULL, "limit", &failed);
     expect_error("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
                  NULL, "limit", &failed);

@@ -272,6 +272,8 @@ jv jinja_call(jctx *c, jv fn, jargs *a);
 jv jinja_getattr(jctx *c, jv obj, const char *name);
 jv jinja_getitem(jctx *c, jv obj, jv key);
 int jinja_contains(jctx *c, jv hay, jv needle);
+/* Charge n elementary operations against the step limit. */
+void jinja_work(jctx *c, int64_t n);
 /* Python ordering of numbers, strings and lists: <0, 0, >0; other types are an error. */
 int jinja_order(jctx *c, jv a, jv b);
 

@@ -70,6 +70,13 @@ static void step(jctx *c) {
         jerr(c, "render takes more than %ld steps (an endless or huge loop?)", c->lim.max_steps);
 }
 
+void jinja_work(jctx *c, int64_t n) {
+    /* Operations linear in their input (scans, sorts, repeats) cost a step per 64 elements,
+     * so a loop that scans a big list each iteration cannot run unbounded. */
+    c->steps += n >> 6;
+    step(c);
+}
+
 /* ==== attribute and item access ========================================================= */
 
 static jv loop_attr(jctx *c, const jloop *l, const char *name) {
@@ -214,6 +221,7 @@ static const char *op_sym(int op) {
 
 static jv repeat(jctx *c, jv seq, int64_t k) {
     if (k < 0) k = 0;
+    jinja_work(c, k);
     if (seq.t == JV_STR) {
         if (k && seq.u.s->len > c->lim.max_output / (size_t)k)
             jerr(c, "string repetition exceeds the output limit");
@@ -343,8 +351,10 @@ int jinja_contains(jctx *c, jv hay, jv needle) {
     case JV_STR:
         if (needle.t != JV_STR) jerr(c, "'in <string>' requires string as left operand, not %s", jv_type_name(needle));
         if (needle.u.s->len == 0) return 1;
+        jinja_work(c, (int64_t)hay.u.s->len);
         return memmem(hay.u.s->s, hay.u.s->len, needle.u.s->s, needle.u.s->len) != NULL;
     case JV_LIST:
+        jinja_work(c, hay.u.l->n);
         for (int i = 0; i < hay.u.l->n; i++)
             if (jv_equal(hay.u.l->items[i], needle)) return 1;
         return 0;

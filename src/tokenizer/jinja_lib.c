@@ -53,6 +53,8 @@ int64_t jv_length(jctx *c, jv v) {
 }
 
 jv jv_iter_list(jctx *c, jv v) {
+    if (v.t == JV_LIST) jinja_work(c, v.u.l->n);
+    else if (v.t == JV_STR) jinja_work(c, (int64_t)v.u.s->len);
     switch (v.t) {
     case JV_LIST: return v;
     case JV_UNDEF: return jv_list(c, 0);
@@ -285,6 +287,7 @@ static jv attr_path(jctx *c, jv v, const jstr *path) {
 /* Stable merge sort of items by keys (parallel arrays), ascending. */
 static void sort_by_keys(jctx *c, jv *items, jv *keys, int n) {
     if (n < 2) return;
+    jinja_work(c, (int64_t)n * 32); /* ~n log n */
     jv *ti = jalloc(c, (size_t)n * sizeof *ti), *tk = jalloc(c, (size_t)n * sizeof *tk);
     for (int w = 1; w < n; w *= 2) {
         for (int lo = 0; lo < n; lo += 2 * w) {
@@ -1154,6 +1157,7 @@ static jv g_range(jctx *c, jargs *a) {
     if (stepv == 0) jerr(c, "range() arg 3 must not be zero");
     double count = ceil(((double)stop - (double)start) / (double)stepv);
     if (count > 1e6) jerr(c, "range of %.0f items exceeds the limit of 1000000", count);
+    jinja_work(c, count > 0 ? (int64_t)count : 0);
     jv l = jv_list(c, count > 0 ? (int)count : 0);
     for (int64_t i = start; stepv > 0 ? i < stop : i > stop; i += stepv) jlist_push(c, l, jv_int(i));
     return l;
