@@ -250,11 +250,10 @@ uint32_t jutf8_next(const unsigned char *s, size_t n, size_t *i);
 jnode *jinja_parse_source(jarena *ar, const char *src, char *err, size_t errlen);
 
 /* jinja_lib.c: filters, tests, methods and globals */
-jfilter_fn jinja_find_filter(const char *name);
-jtest_fn jinja_find_test(const char *name);
-/* Parameter names of a filter / test ("a,b"; "" none; NULL: any arguments). */
-const char *jinja_filter_params(const char *name);
-const char *jinja_test_params(const char *name);
+/* A filter / test by name, or NULL; *params (when params != NULL) gets its parameter names
+ * ("a,b"; "" none; NULL: any arguments). */
+jfilter_fn jinja_find_filter(const char *name, const char **params);
+jtest_fn jinja_find_test(const char *name, const char **params);
 /* Python's argument checks: too many positional or an unknown keyword is an error. */
 void jinja_check_args(jctx *c, const char *what, const char *name, const char *params, const jargs *a);
 int jinja_call_method(jctx *c, jv obj, const char *name, jargs *a, jv *out);

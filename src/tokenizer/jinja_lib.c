@@ -594,7 +594,7 @@ static jv f_map(jctx *c, jv in, jargs *a) {
         return out;
     }
     jstr *name = need_str(c, jarg(a, 0, NULL), "map");
-    jfilter_fn f = jinja_find_filter(name->s);
+    jfilter_fn f = jinja_find_filter(name->s, NULL);
     if (!f) jerr(c, "map: no filter named '%s'", name->s);
     jargs rest = {a->n - 1, a->pos + 1, a->n_kw, a->kw_names, a->kw};
     for (int i = 0; i < l.u.l->n; i++) jlist_push(c, out, f(c, l.u.l->items[i], &rest));
@@ -770,7 +770,7 @@ static jv select_common(jctx *c, jv in, jargs *a, int by_attr, int reject) {
     jtest_fn test = NULL;
     if (k < a->n) {
         jstr *name = need_str(c, a->pos[k++], "select test");
-        test = jinja_find_test(name->s);
+        test = jinja_find_test(name->s, NULL);
         if (!test) jerr(c, "no test named '%s'", name->s);
     }
     jargs rest = {a->n - k, a->pos + k, a->n_kw, a->kw_names, a->kw};
@@ -835,15 +835,12 @@ static const struct {
     {"wordcount", f_wordcount, ""},
 };
 
-jfilter_fn jinja_find_filter(const char *name) {
-    for (size_t i = 0; i < XI_ARRAY_LEN(FILTERS); i++)
-        if (!strcmp(FILTERS[i].name, name)) return FILTERS[i].fn;
-    return NULL;
-}
-
-const char *jinja_filter_params(const char *name) {
-    for (size_t i = 0; i < XI_ARRAY_LEN(FILTERS); i++)
-        if (!strcmp(FILTERS[i].name, name)) return FILTERS[i].params;
+jfilter_fn jinja_find_filter(const char *name, const char **params) {
+    for (size_t i = 0; i < XI_ARRAY_LEN(FILTERS); i++) {
+        if (strcmp(FILTERS[i].name, name)) continue;
+        if (params) *params = FILTERS[i].params;
+        return FILTERS[i].fn;
+    }
     return NULL;
 }
 
@@ -908,11 +905,11 @@ static int t_lower(jctx *c, jv v, jargs *a) { (void)a; return case_is(jv_to_str(
 static int t_upper(jctx *c, jv v, jargs *a) { (void)a; return case_is(jv_to_str(c, v).u.s, 1); }
 static int t_filter(jctx *c, jv v, jargs *a) {
     (void)a;
-    return v.t == JV_STR && jinja_find_filter(need_str(c, v, "filter test")->s) != NULL;
+    return v.t == JV_STR && jinja_find_filter(need_str(c, v, "filter test")->s, NULL) != NULL;
 }
 static int t_test(jctx *c, jv v, jargs *a) {
     (void)a;
-    return v.t == JV_STR && jinja_find_test(need_str(c, v, "test test")->s) != NULL;
+    return v.t == JV_STR && jinja_find_test(need_str(c, v, "test test")->s, NULL) != NULL;
 }
 
 static const struct {
@@ -960,15 +957,12 @@ static const struct {
     {"test", t_test, ""},
 };
 
-jtest_fn jinja_find_test(const char *name) {
-    for (size_t i = 0; i < XI_ARRAY_LEN(TESTS); i++)
-        if (!strcmp(TESTS[i].name, name)) return TESTS[i].fn;
-    return NULL;
-}
-
-const char *jinja_test_params(const char *name) {
-    for (size_t i = 0; i < XI_ARRAY_LEN(TESTS); i++)
-        if (!strcmp(TESTS[i].name, name)) return TESTS[i].params;
+jtest_fn jinja_find_test(const char *name, const char **params) {
+    for (size_t i = 0; i < XI_ARRAY_LEN(TESTS); i++) {
+        if (strcmp(TESTS[i].name, name)) continue;
+        if (params) *params = TESTS[i].params;
+        return TESTS[i].fn;
+    }
     return NULL;
 }
 

@@ -635,8 +635,7 @@ static jnode *parse_filters(parser *P, jnode *n) {
             jnode *f = node(P, E_FILTER, line);
             f->a = n;
             f->name = expect_name(P);
-            f->filter = jinja_find_filter(f->name); /* NULL: see check_names */
-            f->params = jinja_filter_params(f->name);
+            f->filter = jinja_find_filter(f->name, &f->params); /* NULL: see check_names */
             if (accept_op(P, "(")) parse_args(P, f);
             n = f;
         } else if (accept_name(P, "is")) {
@@ -644,8 +643,7 @@ static jnode *parse_filters(parser *P, jnode *n) {
             t->op = accept_name(P, "not");
             t->a = n;
             t->name = expect_name(P);
-            t->test = jinja_find_test(t->name);
-            t->params = jinja_test_params(t->name);
+            t->test = jinja_find_test(t->name, &t->params);
             tok *k = cur(P);
             if (accept_op(P, "(")) {
                 parse_args(P, t);
