@@ -1,19 +1,38 @@
-/* pool: persistent workers, generation-counted jobs, spin-then-sleep waits. */
+/* pool: persistent workers, generation-counted jobs, spin-then-futex waits.
+ *
+ * Hand-off: the caller publishes fn/ctx, sets `pending`, bumps `generation` and wakes
+ * sleepers; workers spin on `generation` for a short while (a decode step issues jobs
+ * microseconds apart, so a spinning worker starts at once), then sleep on it with a futex.
+ * Completion mirrors it: the last worker to finish wakes the caller if it went to sleep.
+ * Sleep/wake races are closed Dekker-style with sequentially consistent atomics: the
+ * sleeper announces itself, then re-reads the word; the waker changes the word, then reads
+ * the announcement.
+ *
+ * Polling has two phases: a short pause-spin (the common case: the next job arrives within
+ * a few microseconds), then sched_yield polls, so that on a shared machine, with more
+ * threads than CPUs, or under an emulator, a waiting thread hands its core to the thread
+ * that holds the work instead of burning it. More threads than CPUs skip the first phase. */
 #include "base/pool.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 struct xi_pool {
-    int n;                    /* threads including the caller */
-    pthread_t *threads;       /* [n-1] workers */
-    pthread_mutex_t mu;
-    pthread_cond_t wake;      /* workers wait here for a new generation */
-    pthread_cond_t done_cv;   /* the caller waits here for pending == 0 */
-    atomic_int generation;    /* bumped once per job */
-    atomic_int pending;       /* workers still running the current job */
+    int n;                  /* threads including the caller */
+    long spin_pause;        /* polls with a pause instruction, then */
+    long spin_yield;        /* polls with sched_yield, then the futex */
+    pthread_t *threads;     /* [n-1] workers */
+    _Atomic uint32_t generation; /* futex word, bumped once per job */
+    _Atomic uint32_t pending;    /* futex word, workers still running the current job */
+    atomic_int sleepers;         /* workers sleeping (or about to) on generation */
+    atomic_int caller_sleeping;
     atomic_int stop;
     xi_pool_fn fn;
     void *ctx;
@@ -22,36 +41,77 @@ struct xi_pool {
 typedef struct {
     xi_pool *p;
     int ith;
+    int cpu; /* CPU to pin to, -1 for none */
 } worker_arg;
 
-#define SPIN_ITERS 20000
+#define SPIN_PAUSE_POLLS 200 /* about a microsecond */
+#define SPIN_YIELD_POLLS 1000 /* up to about a millisecond, ceding the core to any taker */
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *addr, int n) {
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+/* The i-th poll of a wait: pause-spin first, then yield the core. */
+static inline void poll_relax(const xi_pool *p, long i) {
+    if (i >= p->spin_pause) {
+        sched_yield();
+        return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Wait until generation differs from seen (or stop); returns the new generation. */
+static uint32_t wait_generation(xi_pool *p, uint32_t seen) {
+    uint32_t g;
+    for (long i = 0; i < p->spin_pause + p->spin_yield; i++) {
+        g = atomic_load_explicit(&p->generation, memory_order_acquire);
+        if (g != seen || atomic_load_explicit(&p->stop, memory_order_relaxed)) return g;
+        poll_relax(p, i);
+    }
+    for (;;) {
+        atomic_fetch_add(&p->sleepers, 1);
+        g = atomic_load(&p->generation);
+        if (g == seen && !atomic_load(&p->stop)) futex_wait(&p->generation, seen);
+        atomic_fetch_sub(&p->sleepers, 1);
+        g = atomic_load(&p->generation);
+        if (g != seen || atomic_load(&p->stop)) return g;
+    }
+}
 
 static void *worker_main(void *arg) {
     worker_arg wa = *(worker_arg *)arg;
     free(arg);
     xi_pool *p = wa.p;
-    int seen = 0;
-    for (;;) {
-        int g;
-        int spins = 0;
-        while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
-               !atomic_load(&p->stop) && spins < SPIN_ITERS)
-            spins++;
-        if (g == seen && !atomic_load(&p->stop)) {
-            pthread_mutex_lock(&p->mu);
-            while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->stop))
-                pthread_cond_wait(&p->wake, &p->mu);
-            pthread_mutex_unlock(&p->mu);
-        }
-        if (atomic_load(&p->stop)) return NULL;
-        seen = g;
-        p->fn(p->ctx, wa.ith, p->n);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->done_cv);
-            pthread_mutex_unlock(&p->mu);
-        }
+    if (wa.cpu >= 0) {
+        /* Best effort: a failure (restricted cpuset, emulator) only costs locality. */
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(wa.cpu, &set);
+        (void)sched_setaffinity(0, sizeof set, &set);
     }
+    uint32_t seen = 0;
+    for (;;) {
+        seen = wait_generation(p, seen);
+        if (atomic_load(&p->stop)) return NULL;
+        p->fn(p->ctx, wa.ith, p->n);
+        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_sleeping))
+            futex_wake(&p->pending, 1);
+    }
+}
+
+/* The i-th CPU this process may run on, or -1. */
+static int nth_allowed_cpu(const cpu_set_t *set, int i) {
+    for (int c = 0, k = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, set) && k++ == i) return c;
+    return -1;
 }
 
 xi_pool *xi_pool_new(int n_threads) {
@@ -62,9 +122,17 @@ xi_pool *xi_pool_new(int n_threads) {
     xi_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = n_threads;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->wake, NULL);
-    pthread_cond_init(&p->done_cv, NULL);
+    cpu_set_t allowed;
+    int n_allowed = 0;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) n_allowed = CPU_COUNT(&allowed);
+    if (n_allowed <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n_allowed = c > 0 ? (int)c : 1;
+        CPU_ZERO(&allowed);
+    }
+    const int oversubscribed = n_threads > n_allowed;
+    p->spin_pause = oversubscribed ? 0 : SPIN_PAUSE_POLLS;
+    p->spin_yield = SPIN_YIELD_POLLS;
     p->threads = calloc((size_t)n_threads, sizeof(pthread_t));
     if (!p->threads) {
         free(p);
@@ -78,6 +146,9 @@ xi_pool *xi_pool_new(int n_threads) {
         }
         wa->p = p;
         wa->ith = i;
+        /* Workers take CPUs 1.. of the allowed set; the caller (the engine thread) stays
+         * unpinned because threads it creates later would inherit its mask. */
+        wa->cpu = oversubscribed || !CPU_COUNT(&allowed) ? -1 : nth_allowed_cpu(&allowed, i);
         if (pthread_create(&p->threads[i - 1], NULL, worker_main, wa)) {
             free(wa);
             p->n = i;
@@ -89,14 +160,10 @@ xi_pool *xi_pool_new(int n_threads) {
 
 void xi_pool_free(xi_pool *p) {
     if (!p) return;
-    pthread_mutex_lock(&p->mu);
     atomic_store(&p->stop, 1);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    atomic_fetch_add(&p->generation, 1);
+    futex_wake(&p->generation, INT_MAX);
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i - 1], NULL);
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->wake);
-    pthread_cond_destroy(&p->done_cv);
     free(p->threads);
     free(p);
 }
@@ -110,20 +177,18 @@ void xi_pool_run(xi_pool *p, xi_pool_fn fn, void *ctx) {
     }
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store(&p->pending, p->n - 1);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->pending, (uint32_t)(p->n - 1));
+    atomic_fetch_add(&p->generation, 1);
+    if (atomic_load(&p->sleepers) > 0) futex_wake(&p->generation, INT_MAX);
     fn(ctx, 0, p->n);
-    int spins = 0;
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0 && spins < SPIN_ITERS)
-        spins++;
-    if (atomic_load(&p->pending) > 0) {
-        pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done_cv, &p->mu);
-        pthread_mutex_unlock(&p->mu);
+    for (long i = 0; i < p->spin_pause + p->spin_yield; i++) {
+        if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
+        poll_relax(p, i);
     }
+    atomic_store(&p->caller_sleeping, 1);
+    uint32_t v;
+    while ((v = atomic_load(&p->pending)) != 0) futex_wait(&p->pending, v);
+    atomic_store(&p->caller_sleeping, 0);
 }
 
 void xi_split_range(long n, int ith, int nth, long align, long *b, long *e) {
