@@ -245,6 +245,8 @@ TEST(test_jinja_filters_tests_and_methods) {
          "{\"x\":null}", "True False True True True True True True True True True"},
         {"{{ [1,2,3] | select('odd') | list }} {{ [1,2,3] | reject('odd') | list }} {{ [1,2,3] | map('string') | join }} {{ 'abc' | reverse }}",
          NULL, "[1, 3] [2] 123 cba"},
+        {"{{ d.items is defined }} {{ d['items'] }} {{ d.type }} {{ d.items.type }}|",
+         "{\"d\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}", "True {'type': 'string'} array |"},
         {"{{ '\xc2\xa0 x \xe3\x80\x80' | trim }}|{{ 'H\xc3\x89' | lower }}", NULL, "x|h\xc3\xa9"},
     };
     CHECK_EQ(run_cases(cases, XI_ARRAY_LEN(cases)), 0);

@@ -127,7 +127,7 @@ typedef jv (*jfunc_fn)(struct jctx *c, jargs *a);
 typedef struct jfunc {
     const char *name;
     jfunc_fn fn;                /* builtin, or NULL for a macro */
-    const struct jnode *macro;  /* S_MACRO */
+    const struct jnode *macro;  /* S_MACRO; both NULL: a dict method looked up as d.name */
 } jfunc;
 
 static inline jv jv_undef(const char *name) { jv v = {.t = JV_UNDEF}; v.undef_name = name; return v; }

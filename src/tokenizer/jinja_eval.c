@@ -99,7 +99,25 @@ jv jinja_getattr(jctx *c, jv obj, const char *name) {
     switch (obj.t) {
     case JV_UNDEF:
         jerr(c, "'%s' is undefined", obj.undef_name ? obj.undef_name : "value");
-    case JV_DICT: case JV_NS: {
+    case JV_DICT: {
+        /* Jinja's getattr tries the attribute first: d.items is the method even when d has
+         * an "items" key (common in JSON schemas); d["items"] is the key. */
+        static const jfunc methods[] = {
+            {"clear", NULL, NULL}, {"copy", NULL, NULL}, {"fromkeys", NULL, NULL},
+            {"get", NULL, NULL}, {"items", NULL, NULL}, {"keys", NULL, NULL},
+            {"pop", NULL, NULL}, {"popitem", NULL, NULL}, {"setdefault", NULL, NULL},
+            {"update", NULL, NULL}, {"values", NULL, NULL},
+        };
+        for (size_t i = 0; i < XI_ARRAY_LEN(methods); i++)
+            if (!strcmp(methods[i].name, name)) {
+                jv m = {.t = JV_FUNC};
+                m.u.fn = (jfunc *)&methods[i];
+                return m;
+            }
+        jv *v = jdict_get(obj.u.d, name, strlen(name));
+        return v ? *v : jv_undef(name);
+    }
+    case JV_NS: {
         jv *v = jdict_get(obj.u.d, name, strlen(name));
         return v ? *v : jv_undef(name);
     }
@@ -435,6 +453,8 @@ static jv call_macro(jctx *c, const jnode *m, jargs *a) {
 jv jinja_call(jctx *c, jv fn, jargs *a) {
     if (fn.t == JV_FUNC) {
         step(c);
+        if (!fn.u.fn->fn && !fn.u.fn->macro)
+            jerr(c, "bound method '%s' can only be called where it is looked up", fn.u.fn->name);
         return fn.u.fn->fn ? fn.u.fn->fn(c, a) : call_macro(c, fn.u.fn->macro, a);
     }
     need_defined(c, fn);

@@ -351,7 +351,11 @@ void jv_write_repr(jctx *c, jbuf *b, jv v, int depth) {
         }
         jbuf_putz(c, b, v.t == JV_NS ? "}>" : "}");
         return;
-    case JV_FUNC: jbuf_putz(c, b, "<function "); jbuf_putz(c, b, v.u.fn->name); jbuf_putz(c, b, ">"); return;
+    case JV_FUNC:
+        jbuf_putz(c, b, v.u.fn->fn || v.u.fn->macro ? "<function " : "<built-in method ");
+        jbuf_putz(c, b, v.u.fn->name);
+        jbuf_putz(c, b, v.u.fn->fn || v.u.fn->macro ? ">" : " of dict object>");
+        return;
     case JV_LOOP: jbuf_putz(c, b, "<LoopContext>"); return;
     case JV_UNDEF: jbuf_putz(c, b, "Undefined"); return;
     default: jv_write_str(c, b, v); return;
