@@ -394,6 +394,23 @@ TEST(test_jinja_deep_recursion_fits_a_small_thread_stack) {
     xi_buf_free(&b);
 }
 
+TEST(test_chat_template_variables_match_transformers) {
+    /* tools and documents are None when absent; unset special tokens are undefined; extra
+     * variables reach the template; add_generation_prompt is a bool */
+    char err[256];
+    xi_chat_template *t = xi_chat_template_parse(
+        "{{ bos_token is defined }} {{ eos_token }} {{ tools is none }} {{ documents is none }} "
+        "{{ add_generation_prompt }} {{ enable_thinking }} {{ messages[0].content }}", err, sizeof err);
+    CHECK(t);
+    xi_chat_render_params p = {.messages_json = "[{\"role\":\"user\",\"content\":\"x\"}]",
+                               .eos_token = "</s>", .add_generation_prompt = 1,
+                               .extra_json = "{\"enable_thinking\": false}"};
+    char *out = xi_chat_template_render_ex(t, &p, err, sizeof err);
+    CHECK_STR(out, "False </s> True True True False x");
+    free(out);
+    xi_chat_template_free(t);
+}
+
 /* ---- continue_final_message -------------------------------------------------------- */
 
 TEST(test_chat_template_continue_final_message_cuts_after_the_last_message) {

@@ -91,10 +91,13 @@ char *xi_chat_template_render_ex(const xi_chat_template *t, const xi_chat_render
     } else {
         vars = json_object();
     }
-    if (!json_object_get(vars, "bos_token"))
-        json_object_set_new(vars, "bos_token", json_string(p->bos_token ? p->bos_token : ""));
-    if (!json_object_get(vars, "eos_token"))
-        json_object_set_new(vars, "eos_token", json_string(p->eos_token ? p->eos_token : ""));
+    /* transformers: the tokenizer's special tokens (unset ones omitted) under the caller's
+     * kwargs, then messages, tools, documents and add_generation_prompt */
+    if (p->bos_token && !json_object_get(vars, "bos_token"))
+        json_object_set_new(vars, "bos_token", json_string(p->bos_token));
+    if (p->eos_token && !json_object_get(vars, "eos_token"))
+        json_object_set_new(vars, "eos_token", json_string(p->eos_token));
+    if (!json_object_get(vars, "documents")) json_object_set_new(vars, "documents", json_null());
     json_object_set(vars, "messages", messages);
     json_object_set(vars, "tools", tools ? tools : json_null());
     json_object_set_new(vars, "add_generation_prompt", json_boolean(p->add_generation_prompt));

@@ -1,10 +1,11 @@
 /* chat_template: render a model's Jinja chat template the way transformers'
  * apply_chat_template (and so vLLM) does. Parse once, render from any thread.
  *
- * The template sees: messages (the OpenAI messages array as given), tools (the tools array,
- * or none when absent, as transformers passes tools=None), add_generation_prompt, bos_token,
- * eos_token, any extra variables (chat_template_kwargs), raise_exception(msg), and
- * strftime_now(fmt) unless disabled. strftime_now formats the local date and time; set env
+ * The template sees what transformers passes: messages (the OpenAI messages array as given),
+ * tools (the tools array, or none when absent: transformers passes tools=None), documents
+ * (none unless given in extra_json), add_generation_prompt, bos_token and eos_token (left
+ * undefined when NULL, as transformers omits unset special tokens), any extra variables
+ * (chat_template_kwargs), raise_exception(msg), and strftime_now(fmt) unless disabled. strftime_now formats the local date and time; set env
  * XINFER_TEMPLATE_DATE=YYYY-MM-DD to pin the date (midnight) for reproducible prompts.
  *
  * Errors (template syntax, runtime errors, raise_exception, limits) come back as NULL and one
@@ -30,8 +31,8 @@ typedef struct xi_chat_render_params {
      * after the last occurrence of the final message's (stripped) content, so the model
      * continues that message. Excludes add_generation_prompt. */
     int continue_final_message;
-    const char *bos_token;          /* NULL: "" */
-    const char *eos_token;          /* NULL: "" */
+    const char *bos_token;          /* NULL: undefined in the template */
+    const char *eos_token;          /* NULL: undefined in the template */
     int no_strftime_now;            /* leave strftime_now undefined (as older transformers) */
     size_t max_output;              /* 0: 16 MiB */
 } xi_chat_render_params;
