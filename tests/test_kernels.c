@@ -376,3 +376,17 @@ TEST(test_kernels_select_honours_names_and_rejects_unknown) {
     CHECK(xi_ops_select("avx2", err, sizeof err) == NULL);
 #endif
 }
+
+/* CI names the variants a machine must have (XINFER_EXPECT_KERNELS=neon under qemu), so a
+ * broken CPU-feature probe cannot silently leave only ref under test. */
+TEST(test_kernels_expected_variants_are_available) {
+    const char *want = getenv("XINFER_EXPECT_KERNELS");
+    if (!want || !*want) return; /* nothing is expected on this machine */
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", want);
+    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        char err[200] = "";
+        CHECKF(xi_ops_select(name, err, sizeof err) != NULL, "%s", err);
+    }
+}

@@ -1,0 +1,129 @@
+/* kernels/arm/neon_matmul: y = x W^T for every weight format with NEON (fp32 FMA; f16
+ * weights through vcvt). The int8 dot-product instructions would need int8 activations,
+ * which the W8A16/W4A16 contract rules out, so they are not used here.
+ *
+ * Summation order (the determinism contract): y[r, n] keeps one 4-lane f32 accumulator;
+ * lane l accumulates x[r, k] * W[n, k] for k = 4i + l, i ascending, one FMA each. Then the
+ * lanes are summed as (l0+l1)+(l2+l3), then the k % 4 tail is added one scalar FMA at a
+ * time, then (Q8) the sum is multiplied by scale[n]. For Q4_AWQ, W[n, k] is first
+ * dequantized as fma(q, s, -z * s) for k's group. Every path (GEMV tiles, small-batch
+ * tiles, GEMM over an f32 panel, any tile edge) performs exactly these operations. */
+#include "kernels/arm/neon_common.h"
+#include "kernels/matmul_tile.h"
+
+#define GEMM_MIN_ROWS 8
+#define GEMM_ROW_BLOCK 32
+#define PANEL_COLS 4
+
+/* Q4_AWQ: the little-endian u32 at byte k/2 holds inputs k..k+7 in nibbles 0..7; *lo gets
+ * k..k+3 and *hi k+4..k+7, each dequantized as fma(q, s, m). */
+XI_INLINE void q4_dequant8(const char *row, int64_t k, float32x4_t s, float32x4_t m,
+                           float32x4_t *lo, float32x4_t *hi) {
+    uint32_t u;
+    memcpy(&u, row + k / 2, 4);
+    const uint32x4_t v = vdupq_n_u32(u), mask = vdupq_n_u32(15);
+    const int32x4_t sh_lo = {0, -4, -8, -12}, sh_hi = {-16, -20, -24, -28};
+    *lo = vfmaq_f32(m, vcvtq_f32_u32(vandq_u32(vshlq_u32(v, sh_lo), mask)), s);
+    *hi = vfmaq_f32(m, vcvtq_f32_u32(vandq_u32(vshlq_u32(v, sh_hi), mask)), s);
+}
+
+#define FOR_COLS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
+#define FOR_ROWS(OP) OP(0) OP(1) OP(2) OP(3)
+#define FOR_ROW0(OP) OP(0, 0) OP(0, 1) OP(0, 2) OP(0, 3) OP(0, 4) OP(0, 5) OP(0, 6) OP(0, 7)
+#define FOR_TILE(OP)                                                                        \
+    FOR_ROW0(OP) OP(1, 0) OP(1, 1) OP(1, 2) OP(1, 3) OP(2, 0) OP(2, 1) OP(2, 2) OP(2, 3)    \
+        OP(3, 0) OP(3, 1) OP(3, 2) OP(3, 3)
+#define ACC_DECL(r, c) float32x4_t a##r##c = zero;
+#define X_LOAD(r) const float32x4_t x##r = r < R ? vld1q_f32(io->x + r * io->ldx + k) : zero;
+#define X_LOAD2(r)                                                                          \
+    const float32x4_t x##r = r < R ? vld1q_f32(io->x + r * io->ldx + k) : zero;             \
+    const float32x4_t xh##r = r < R ? vld1q_f32(io->x + r * io->ldx + k + 4) : zero;
+#define ACC_FMA(r, c) if (r < R && c < C) a##r##c = vfmaq_f32(a##r##c, x##r, w##c);
+#define ACC_FMA2(r, c)                                                                      \
+    if (r < R && c < C) {                                                                   \
+        a##r##c = vfmaq_f32(a##r##c, x##r, w##c);                                           \
+        a##r##c = vfmaq_f32(a##r##c, xh##r, wh##c);                                         \
+    }
+#define W_DENSE(c) const float32x4_t w##c = c < C ? neon_load4(t, w->base + c * w->stride, k) : zero;
+#define W_Q4(c)                                                                             \
+    float32x4_t w##c = zero, wh##c = zero;                                                  \
+    if (c < C) q4_dequant8(w->base + c * w->stride, k, s##c, m##c, &w##c, &wh##c);
+#define Q4_SCALE(c)                                                                         \
+    const float32x4_t s##c = c < C ? vdupq_n_f32(w->scale[c * w->groups + g]) : zero;      \
+    const float32x4_t m##c = c < C ? vdupq_n_f32(q4_offset(w->zero[c * w->groups + g],     \
+                                                           w->scale[c * w->groups + g]))    \
+                                   : zero;
+
+XI_INLINE void finish_row(xi_dtype t, int C, const tile_io *io, int r, const wsrc *w,
+                          float32x4_t v0, float32x4_t v1, float32x4_t v2, float32x4_t v3,
+                          float32x4_t v4, float32x4_t v5, float32x4_t v6, float32x4_t v7) {
+    const int64_t K = io->k, K4 = K & ~(int64_t)3;
+    float s[8];
+    vst1q_f32(s, neon_hsum4(v0, v1, v2, v3));
+    if (C > 4) vst1q_f32(s + 4, neon_hsum4(v4, v5, v6, v7));
+    for (int c = 0; c < C; c++) {
+        for (int64_t k = K4; k < K; k++)
+            s[c] = fmaf(io->x[r * io->ldx + k], neon_load1(t, w->base + c * w->stride, k), s[c]);
+        if (w->scale && t != XI_Q4_AWQ) s[c] *= w->scale[c];
+        io->y[r * io->ldy + c] = s[c];
+    }
+}
+
+XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) {
+    const int64_t K = io->k, K4 = K & ~(int64_t)3;
+    const float32x4_t zero = vdupq_n_f32(0.0f);
+    FOR_TILE(ACC_DECL)
+    if (t == XI_Q4_AWQ) {
+        for (int64_t g = 0, k = 0; k < K; g++) {
+            FOR_COLS(Q4_SCALE)
+            for (const int64_t ke = k + w->gs; k < ke; k += 8) {
+                FOR_COLS(W_Q4)
+                FOR_ROWS(X_LOAD2)
+                FOR_TILE(ACC_FMA2)
+            }
+        }
+    } else {
+        for (int64_t k = 0; k < K4; k += 4) {
+            FOR_COLS(W_DENSE)
+            FOR_ROWS(X_LOAD)
+            FOR_TILE(ACC_FMA)
+        }
+    }
+    finish_row(t, C, io, 0, w, a00, a01, a02, a03, a04, a05, a06, a07);
+    if (R > 1) finish_row(t, C, io, 1, w, a10, a11, a12, a13, zero, zero, zero, zero);
+    if (R > 2) finish_row(t, C, io, 2, w, a20, a21, a22, a23, zero, zero, zero, zero);
+    if (R > 3) finish_row(t, C, io, 3, w, a30, a31, a32, a33, zero, zero, zero, zero);
+}
+
+/* Widest tile per row count within 32 q registers; Q4 also keeps scale and offset vectors. */
+#define TILE_COLS(t, R) ((t) == XI_Q4_AWQ ? ((R) <= 2 ? 4 : 2) : (R) == 1 ? 8 : 4)
+
+/* Column n of W as exact f32 values (Q8 without its scale), computed exactly as the direct
+ * tiles compute them, so panel and direct paths agree bitwise. */
+static void panel_column(float *dst, const xi_weight *w, int64_t n) {
+    const int64_t K = w->n_in, K4 = K & ~(int64_t)3;
+    const wsrc s = wsrc_at(w, n);
+    if (w->dtype == XI_Q4_AWQ) {
+        for (int64_t g = 0; g < s.groups; g++) {
+            const float32x4_t sv = vdupq_n_f32(s.scale[g]);
+            const float32x4_t mv = vdupq_n_f32(q4_offset(s.zero[g], s.scale[g]));
+            for (int64_t k = g * s.gs; k < (g + 1) * s.gs; k += 8) {
+                float32x4_t lo, hi;
+                q4_dequant8(s.base, k, sv, mv, &lo, &hi);
+                vst1q_f32(dst + k, lo);
+                vst1q_f32(dst + k + 4, hi);
+            }
+        }
+        return;
+    }
+    int64_t k = 0;
+    for (; k < K4; k += 4) vst1q_f32(dst + k, neon_load4(w->dtype, s.base, k));
+    for (; k < K; k++) dst[k] = neon_load1(w->dtype, s.base, k);
+}
+
+#include "kernels/matmul_driver.h"
+
+void xi_neon_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
+                    const xi_weight *w, int64_t n0, int64_t n1) {
+    matmul_driver(y, ldy, x, ldx, rows, w, n0, n1);
+}

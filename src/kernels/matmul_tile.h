@@ -1,0 +1,56 @@
+/* kernels: the ISA-independent part of the tiled matmul variants (x86/avx2_matmul.c,
+ * arm/neon_matmul.c): where a tile's inputs, outputs and weight columns are. */
+#ifndef XI_MATMUL_TILE_H
+#define XI_MATMUL_TILE_H
+
+#include "kernels/kernels.h"
+
+typedef struct {
+    float *y;  /* y[r * ldy + c] for the tile's row r, column c */
+    int64_t ldy;
+    const float *x; /* x[r * ldx + k] */
+    int64_t ldx;
+    int64_t k; /* n_in */
+} tile_io;
+
+/* A tile's weight columns: column c's row at base + c * stride bytes. */
+typedef struct {
+    const char *base;
+    size_t stride;
+    const float *scale;  /* Q8: [C] multiplied at the end; Q4: [C][groups]; else NULL */
+    const uint8_t *zero; /* Q4: [C][groups] */
+    int64_t groups, gs;  /* Q4 */
+} wsrc;
+
+/* Q4_AWQ dequantizes as fma(q, s, q4_offset(z, s)) = q * s - z * s. */
+static inline float q4_offset(uint8_t z, float s) { return -((float)z * s); }
+
+/* The weight columns [n, ...) of w. */
+static inline wsrc wsrc_at(const xi_weight *w, int64_t n) {
+    const int64_t K = w->n_in;
+    wsrc s = {0};
+    if (w->dtype == XI_Q4_AWQ) {
+        s.groups = K / w->group_size;
+        s.gs = w->group_size;
+        s.stride = (size_t)(K / 2);
+        s.scale = w->scale + n * s.groups;
+        s.zero = w->zero + n * s.groups;
+    } else {
+        s.stride = (size_t)K * (w->dtype == XI_Q8 ? 1 : xi_dtype_size(w->dtype));
+        s.scale = w->dtype == XI_Q8 ? w->scale + n : NULL;
+    }
+    s.base = (const char *)w->data + (size_t)n * s.stride;
+    return s;
+}
+
+static inline void wsrc_advance(xi_dtype t, wsrc *w, int C) {
+    w->base += (size_t)C * w->stride;
+    if (t == XI_Q4_AWQ) {
+        w->scale += C * w->groups;
+        w->zero += C * w->groups;
+    } else if (w->scale) {
+        w->scale += C;
+    }
+}
+
+#endif
