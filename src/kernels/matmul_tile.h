@@ -22,6 +22,16 @@ typedef struct {
     int64_t groups, gs;  /* Q4 */
 } wsrc;
 
+/* One F32 / F16 / BF16 / Q8 (unscaled) element as f32: the scalar tails of every variant. */
+static inline float xi_elem_f32(xi_dtype t, const void *p, int64_t i) {
+    switch (t) {
+    case XI_F16: return xi_f16_to_f32(((const uint16_t *)p)[i]);
+    case XI_BF16: return xi_bf16_to_f32(((const uint16_t *)p)[i]);
+    case XI_Q8: return (float)((const int8_t *)p)[i];
+    default: return ((const float *)p)[i];
+    }
+}
+
 /* Q4_AWQ dequantizes as fma(q, s, q4_offset(z, s)) = q * s - z * s. */
 static inline float q4_offset(uint8_t z, float s) { return -((float)z * s); }
 

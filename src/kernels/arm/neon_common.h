@@ -8,6 +8,7 @@
 
 #include "base/base.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul_tile.h"
 
 #define XI_INLINE static inline __attribute__((always_inline))
 
@@ -35,16 +36,6 @@ XI_INLINE float32x4_t neon_load4(xi_dtype t, const void *p, int64_t i) {
         return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(b))));
     }
     default: return vld1q_f32((const float *)p + i);
-    }
-}
-
-/* One element of type t, as f32 (the tails). */
-XI_INLINE float neon_load1(xi_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case XI_F16: return xi_f16_to_f32(((const uint16_t *)p)[i]);
-    case XI_BF16: return xi_bf16_to_f32(((const uint16_t *)p)[i]);
-    case XI_Q8: return (float)((const int8_t *)p)[i];
-    default: return ((const float *)p)[i];
     }
 }
 

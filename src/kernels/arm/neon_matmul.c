@@ -9,7 +9,6 @@
  * dequantized as fma(q, s, -z * s) for k's group. Every path (GEMV tiles, small-batch
  * tiles, GEMM over an f32 panel, any tile edge) performs exactly these operations. */
 #include "kernels/arm/neon_common.h"
-#include "kernels/matmul_tile.h"
 
 #define GEMM_MIN_ROWS 8
 #define GEMM_ROW_BLOCK 32
@@ -63,7 +62,7 @@ XI_INLINE void finish_row(xi_dtype t, int C, const tile_io *io, int r, const wsr
     if (C > 4) vst1q_f32(s + 4, neon_hsum4(v4, v5, v6, v7));
     for (int c = 0; c < C; c++) {
         for (int64_t k = K4; k < K; k++)
-            s[c] = fmaf(io->x[r * io->ldx + k], neon_load1(t, w->base + c * w->stride, k), s[c]);
+            s[c] = fmaf(io->x[r * io->ldx + k], xi_elem_f32(t, w->base + c * w->stride, k), s[c]);
         if (w->scale && t != XI_Q4_AWQ) s[c] *= w->scale[c];
         io->y[r * io->ldy + c] = s[c];
     }
@@ -118,7 +117,7 @@ static void panel_column(float *dst, const xi_weight *w, int64_t n) {
     }
     int64_t k = 0;
     for (; k < K4; k += 4) vst1q_f32(dst + k, neon_load4(w->dtype, s.base, k));
-    for (; k < K; k++) dst[k] = neon_load1(w->dtype, s.base, k);
+    for (; k < K; k++) dst[k] = xi_elem_f32(w->dtype, s.base, k);
 }
 
 #include "kernels/matmul_driver.h"

@@ -29,7 +29,7 @@ XI_INLINE float dot_t(const float *a, xi_dtype t, const void *b, int64_t off, in
     int d = 0;
     for (; d + 4 <= n; d += 4) acc = vfmaq_f32(acc, vld1q_f32(a + d), neon_load4(t, b, off + d));
     float s = neon_hsum(acc);
-    for (; d < n; d++) s = fmaf(a[d], neon_load1(t, b, off + d), s);
+    for (; d < n; d++) s = fmaf(a[d], xi_elem_f32(t, b, off + d), s);
     return s;
 }
 
@@ -38,7 +38,7 @@ XI_INLINE void axpy_t(float *o, float p, xi_dtype t, const void *v, int64_t off,
     int d = 0;
     for (; d + 4 <= n; d += 4)
         vst1q_f32(o + d, vfmaq_f32(vld1q_f32(o + d), pv, neon_load4(t, v, off + d)));
-    for (; d < n; d++) o[d] = fmaf(p, neon_load1(t, v, off + d), o[d]);
+    for (; d < n; d++) o[d] = fmaf(p, xi_elem_f32(t, v, off + d), o[d]);
 }
 
 static void scale_vec(float *o, float c, int n) {
@@ -47,49 +47,7 @@ static void scale_vec(float *o, float c, int n) {
     for (; d < n; d++) o[d] *= c;
 }
 
-XI_INLINE void attn_t(xi_dtype t, float *out, const float *q, const xi_kv_view *kv,
-                      const int32_t *block_table, int n_ctx, int n_heads, int h0, int h1,
-                      float scale, float *scratch) {
-    const int hd = kv->head_dim, bs = kv->block_size;
-    const int group = n_heads / kv->n_kv_heads;
-    for (int h = h0; h < h1; h++) {
-        const float *qh = q + (int64_t)h * hd;
-        float *o = out + (int64_t)h * hd;
-        const int64_t kvh = h / group;
-        float m = -INFINITY, l = 0.0f;
-        memset(o, 0, (size_t)hd * sizeof *o);
-        for (int start = 0; start < n_ctx; start += bs) {
-            const int64_t base =
-                (int64_t)block_table[start / bs] * kv->block_stride + kvh * kv->head_stride;
-            const int nt = XI_MIN(n_ctx - start, bs);
-            float mb = -INFINITY;
-            for (int tk = 0; tk < nt; tk++) {
-                scratch[tk] = dot_t(qh, t, kv->k, base + (int64_t)tk * hd, hd) * scale;
-                mb = fmaxf(mb, scratch[tk]);
-            }
-            const float mn = fmaxf(mb, m);
-            const float corr = expf(m - mn); /* 0 on the first block: m = -inf */
-            l *= corr;
-            scale_vec(o, corr, hd);
-            for (int tk = 0; tk < nt; tk++) {
-                const float p = expf(scratch[tk] - mn);
-                l += p;
-                axpy_t(o, p, t, kv->v, base + (int64_t)tk * hd, hd);
-            }
-            m = mn;
-        }
-        scale_vec(o, 1.0f / l, hd);
-    }
-}
-
-static void neon_attn(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
-                      int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch) {
-    switch (kv->dtype) {
-    case XI_F16: attn_t(XI_F16, out, q, kv, block_table, n_ctx, n_heads, h0, h1, scale, scratch); break;
-    case XI_BF16: attn_t(XI_BF16, out, q, kv, block_table, n_ctx, n_heads, h0, h1, scale, scratch); break;
-    default: attn_t(XI_F32, out, q, kv, block_table, n_ctx, n_heads, h0, h1, scale, scratch); break;
-    }
-}
+#include "kernels/attn_driver.h"
 
 static void neon_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     float32x4_t acc = vdupq_n_f32(0.0f);
@@ -128,7 +86,7 @@ static void neon_silu_mul(float *y, const float *gate, const float *up, int64_t 
 static const xi_ops neon_ops = {
     .name = "neon",
     .matmul = xi_neon_matmul,
-    .attn = neon_attn,
+    .attn = attn_driver,
     .rmsnorm = neon_rmsnorm,
     .silu_mul = neon_silu_mul,
 };

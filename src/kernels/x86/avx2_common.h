@@ -7,6 +7,7 @@
 
 #include "base/base.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul_tile.h"
 
 #define XI_INLINE static inline __attribute__((always_inline))
 
@@ -42,16 +43,6 @@ XI_INLINE __m256 avx2_load8(xi_dtype t, const void *p, int64_t i) {
         return _mm256_cvtepi32_ps(
             _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)p + i))));
     default: return _mm256_loadu_ps((const float *)p + i);
-    }
-}
-
-/* One element of type t, as f32 (the tails). */
-XI_INLINE float avx2_load1(xi_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case XI_F16: return xi_f16_to_f32(((const uint16_t *)p)[i]);
-    case XI_BF16: return xi_bf16_to_f32(((const uint16_t *)p)[i]);
-    case XI_Q8: return (float)((const int8_t *)p)[i];
-    default: return ((const float *)p)[i];
     }
 }
 

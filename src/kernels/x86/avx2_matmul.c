@@ -8,7 +8,6 @@
  * below (GEMV tiles, small-batch tiles, GEMM over an f32 panel, any tile edge) performs
  * exactly these operations per element, so results do not depend on rows, tiles or threads. */
 #include "kernels/x86/avx2_common.h"
-#include "kernels/matmul_tile.h"
 
 #define GEMM_MIN_ROWS 8   /* above this, weights are converted once into an f32 panel */
 #define GEMM_ROW_BLOCK 32 /* rows whose x stays in L2 while a column panel is reused */
@@ -54,7 +53,7 @@ XI_INLINE void finish_row(xi_dtype t, int C, const tile_io *io, int r, const wsr
     if (C > 4) _mm_storeu_ps(s + 4, avx2_hsum4(v4, v5, v6, v7));
     for (int c = 0; c < C; c++) {
         for (int64_t k = K8; k < K; k++)
-            s[c] = avx2_fma1(io->x[r * io->ldx + k], avx2_load1(t, w->base + c * w->stride, k), s[c]);
+            s[c] = avx2_fma1(io->x[r * io->ldx + k], xi_elem_f32(t, w->base + c * w->stride, k), s[c]);
         if (w->scale && t != XI_Q4_AWQ) s[c] *= w->scale[c];
         io->y[r * io->ldy + c] = s[c];
     }
@@ -107,7 +106,7 @@ static void panel_column(float *dst, const xi_weight *w, int64_t n) {
     }
     int64_t k = 0;
     for (; k < K8; k += 8) _mm256_storeu_ps(dst + k, avx2_load8(w->dtype, s.base, k));
-    for (; k < K; k++) dst[k] = avx2_load1(w->dtype, s.base, k);
+    for (; k < K; k++) dst[k] = xi_elem_f32(w->dtype, s.base, k);
 }
 
 #include "kernels/matmul_driver.h"

@@ -35,7 +35,7 @@ XI_INLINE float dot_t(const float *a, xi_dtype t, const void *b, int64_t off, in
     for (; d + 8 <= n; d += 8)
         acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), avx2_load8(t, b, off + d), acc);
     float s = avx2_hsum(acc);
-    for (; d < n; d++) s = avx2_fma1(a[d], avx2_load1(t, b, off + d), s);
+    for (; d < n; d++) s = avx2_fma1(a[d], xi_elem_f32(t, b, off + d), s);
     return s;
 }
 
@@ -46,7 +46,7 @@ XI_INLINE void axpy_t(float *o, float p, xi_dtype t, const void *v, int64_t off,
     for (; d + 8 <= n; d += 8)
         _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pv, avx2_load8(t, v, off + d),
                                                 _mm256_loadu_ps(o + d)));
-    for (; d < n; d++) o[d] = avx2_fma1(p, avx2_load1(t, v, off + d), o[d]);
+    for (; d < n; d++) o[d] = avx2_fma1(p, xi_elem_f32(t, v, off + d), o[d]);
 }
 
 static void scale_vec(float *o, float c, int n) {
@@ -56,50 +56,7 @@ static void scale_vec(float *o, float c, int n) {
     for (; d < n; d++) o[d] *= c;
 }
 
-XI_INLINE void attn_t(xi_dtype t, float *out, const float *q, const xi_kv_view *kv,
-                      const int32_t *block_table, int n_ctx, int n_heads, int h0, int h1,
-                      float scale, float *scratch) {
-    const int hd = kv->head_dim, bs = kv->block_size;
-    const int group = n_heads / kv->n_kv_heads;
-    for (int h = h0; h < h1; h++) {
-        const float *qh = q + (int64_t)h * hd;
-        float *o = out + (int64_t)h * hd;
-        const int64_t kvh = h / group;
-        float m = -INFINITY, l = 0.0f;
-        for (int d = 0; d < hd; d++) o[d] = 0.0f;
-        for (int start = 0; start < n_ctx; start += bs) {
-            const int64_t base =
-                (int64_t)block_table[start / bs] * kv->block_stride + kvh * kv->head_stride;
-            const int nt = n_ctx - start < bs ? n_ctx - start : bs;
-            float mb = -INFINITY;
-            for (int tk = 0; tk < nt; tk++) {
-                const float s = dot_t(qh, t, kv->k, base + (int64_t)tk * hd, hd) * scale;
-                scratch[tk] = s;
-                if (s > mb) mb = s;
-            }
-            const float mn = mb > m ? mb : m;
-            const float corr = expf(m - mn); /* 0 on the first block: m = -inf */
-            l *= corr;
-            scale_vec(o, corr, hd);
-            for (int tk = 0; tk < nt; tk++) {
-                const float p = expf(scratch[tk] - mn);
-                l += p;
-                axpy_t(o, p, t, kv->v, base + (int64_t)tk * hd, hd);
-            }
-            m = mn;
-        }
-        scale_vec(o, 1.0f / l, hd);
-    }
-}
-
-static void avx2_attn(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
-                      int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch) {
-    switch (kv->dtype) {
-    case XI_F16: attn_t(XI_F16, out, q, kv, block_table, n_ctx, n_heads, h0, h1, scale, scratch); break;
-    case XI_BF16: attn_t(XI_BF16, out, q, kv, block_table, n_ctx, n_heads, h0, h1, scale, scratch); break;
-    default: attn_t(XI_F32, out, q, kv, block_table, n_ctx, n_heads, h0, h1, scale, scratch); break;
-    }
-}
+#include "kernels/attn_driver.h"
 
 static void avx2_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     __m256 acc = _mm256_setzero_ps();
@@ -141,7 +98,7 @@ static void avx2_silu_mul(float *y, const float *gate, const float *up, int64_t 
 static const xi_ops avx2_ops = {
     .name = "avx2",
     .matmul = xi_avx2_matmul,
-    .attn = avx2_attn,
+    .attn = attn_driver,
     .rmsnorm = avx2_rmsnorm,
     .silu_mul = avx2_silu_mul,
 };
