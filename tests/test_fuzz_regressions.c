@@ -125,3 +125,38 @@ TEST(test_fuzz_plan_rejects_shapes_that_overflow) {
     p.max_model_len = 4096;
     CHECKF(xi_plan_compute(&m, xi_plan_device_at(0), &p, &r, err, sizeof err) == 0, "%s", err);
 }
+
+/* fuzz_tokenizer_load: a post-processor special token whose id is a hole of the vocabulary
+ * (below the highest id, but naming no token) loaded, so encode emitted an id that decode
+ * rejects. Such a tokenizer.json is now refused at load, naming the file and the id. */
+TEST(test_fuzz_tokenizer_post_processor_must_name_real_tokens) {
+    const char *dir = xi_test_tmpdir();
+    char path[512], err[256] = "";
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fputs("{\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":"
+          "{\"id\":\"<s>\"}},{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{\"<s>\":{\"ids\":[1]}}},"
+          "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"<s>\":2},\"merges\":[]}}",
+          f);
+    fclose(f);
+    xi_tokenizer *t = xi_tokenizer_load(dir, err, sizeof err);
+    CHECK(t == NULL);
+    CHECKF(strstr(err, "tokenizer.json") && strstr(err, "id 1"), "%s", err);
+    /* The same file with the id of a real token loads and puts it first. */
+    f = fopen(path, "w");
+    CHECK(f);
+    fputs("{\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":"
+          "{\"id\":\"<s>\"}},{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{\"<s>\":{\"ids\":[2]}}},"
+          "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"<s>\":2},\"merges\":[]}}",
+          f);
+    fclose(f);
+    t = xi_tokenizer_load(dir, err, sizeof err);
+    CHECKF(t, "%s", err);
+    int32_t *ids = NULL;
+    CHECK_EQ(xi_tokenizer_encode(t, "a", 1, 1, 0, &ids, err, sizeof err), 2);
+    CHECK_EQ(ids[0], 2);
+    CHECK_EQ(ids[1], 0);
+    free(ids);
+    xi_tokenizer_free(t);
+}

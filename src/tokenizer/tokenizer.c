@@ -428,6 +428,9 @@ static int read_post(xi_tokenizer *t, const json_t *p, char *err, size_t errlen)
             int32_t *dst = after ? t->suffix_ids : t->prefix_ids;
             int *n = after ? &t->n_suffix : &t->n_prefix;
             if (*n == 4) return xi_errf(err, errlen, "post_processor: too many special tokens");
+            if (!json_is_integer(id))
+                return xi_errf(err, errlen, "post_processor: special token '%s' has an id that "
+                               "is not an integer", name);
             dst[(*n)++] = (int32_t)json_integer_value(id);
         }
     }
@@ -524,14 +527,14 @@ static int load_tokenizer_json(xi_tokenizer *t, const json_t *root, const json_t
         return xi_err_prefix(err, errlen, "tokenizer.json");
     int have_template = read_post(t, json_object_get(root, "post_processor"), err, errlen);
     if (have_template < 0) return xi_err_prefix(err, errlen, "tokenizer.json");
-    for (int k = 0; k < t->n_prefix; k++)
-        if (t->prefix_ids[k] < 0 || t->prefix_ids[k] >= t->n_vocab)
-            return xi_errf(err, errlen, "tokenizer.json post_processor: id %d out of range",
-                           t->prefix_ids[k]);
-    for (int k = 0; k < t->n_suffix; k++)
-        if (t->suffix_ids[k] < 0 || t->suffix_ids[k] >= t->n_vocab)
-            return xi_errf(err, errlen, "tokenizer.json post_processor: id %d out of range",
-                           t->suffix_ids[k]);
+    /* Ids below n_vocab may still be holes (no token), which encode would emit and decode
+     * then reject: the post-processor must name real tokens. */
+    for (int k = 0; k < t->n_prefix + t->n_suffix; k++) {
+        int32_t id = k < t->n_prefix ? t->prefix_ids[k] : t->suffix_ids[k - t->n_prefix];
+        if (id < 0 || id >= t->n_vocab || !t->tokens[id])
+            return xi_errf(err, errlen, "tokenizer.json post_processor: id %d is not a token of "
+                           "the vocabulary", id);
+    }
     return read_config(t, cfg, have_template, err, errlen);
 }
 
