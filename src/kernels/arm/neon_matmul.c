@@ -53,6 +53,11 @@ XI_INLINE void q4_dequant8(const char *row, int64_t k, float32x4_t s, float32x4_
                                                            w->scale[c * w->groups + g]))    \
                                    : zero;
 
+/* Each tile prefetches the next tile's rows at its own offset (short rows end a tile before
+ * the hardware prefetchers ramp up on the new streams). */
+#define PF_NEXT(c) if (c < C) __builtin_prefetch(w->base + (C + c) * w->stride + k * es);
+#define PF_NEXT_Q4(c) if (c < C) __builtin_prefetch(w->base + (C + c) * w->stride + k / 2);
+
 XI_INLINE void finish_row(xi_dtype t, int C, const tile_io *io, int r, const wsrc *w,
                           float32x4_t v0, float32x4_t v1, float32x4_t v2, float32x4_t v3,
                           float32x4_t v4, float32x4_t v5, float32x4_t v6, float32x4_t v7) {
@@ -76,13 +81,16 @@ XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) 
         for (int64_t g = 0, k = 0; k < K; g++) {
             FOR_COLS(Q4_SCALE)
             for (const int64_t ke = k + w->gs; k < ke; k += 8) {
+                if (!(k & 127)) FOR_COLS(PF_NEXT_Q4)
                 FOR_COLS(W_Q4)
                 FOR_ROWS(X_LOAD2)
                 FOR_TILE(ACC_FMA2)
             }
         }
     } else {
+        const int64_t es = t == XI_F32 ? 4 : t == XI_Q8 ? 1 : 2;
         for (int64_t k = 0; k < K4; k += 4) {
+            if (!((k * es) & 63)) FOR_COLS(PF_NEXT)
             FOR_COLS(W_DENSE)
             FOR_ROWS(X_LOAD)
             FOR_TILE(ACC_FMA)
