@@ -59,9 +59,15 @@ seed models/qwen2-tiny-random/config.json fuzz_config/qwen2-tiny
 for f in Qwen-Qwen2.5-7B-Instruct meta-llama-Llama-3.1-8B-Instruct meta-llama-Llama-3.2-3B-Instruct; do
     seed chat-templates/$f.jinja fuzz_jinja/$f
 done
-# The first 4 KiB of a real model: a valid header and a cut-off data section.
-if [ -f "$D/models/stories260K/model.safetensors" ]; then
-    head -c 4096 "$D/models/stories260K/model.safetensors" >"$seeds/fuzz_safetensors/stories260K-head"
+# The first 4 KiB of a real model: a valid header and a cut-off data section; for
+# fuzz_model_load (byte 0 picks the mode) the real config, and the real header JSON.
+st=$D/models/stories260K/model.safetensors
+if [ -f "$st" ]; then
+    head -c 4096 "$st" >"$seeds/fuzz_safetensors/stories260K-head"
+    mkdir -p "$seeds/fuzz_model_load"
+    { printf '\000'; cat "$D/models/stories260K/config.json"; } >"$seeds/fuzz_model_load/config"
+    hlen=$(od -An -t u8 -N8 "$st" | tr -d ' ')
+    { printf '\001'; head -c $((8 + hlen)) "$st" | tail -c +9; } >"$seeds/fuzz_model_load/header"
 fi
 
 run_one() {
