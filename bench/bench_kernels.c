@@ -3,8 +3,9 @@
  * Each repetition measures, for 1 and 2 threads: the read bandwidth (a streaming sum over
  * 1 GiB), the FMA peak (a register-only FMA loop), then GEMV (1 row) per weight format for
  * Qwen2.5-0.5B-sized matrices as GB/s of weight bytes / bandwidth, and GEMM (512 rows) as
- * GFLOP/s / FMA peak. Cases alternate within a repetition so drift on a shared machine hits
- * them all alike; the table gives the median ratio and the min..max spread.
+ * GFLOP/s / FMA peak; last, the pool's round-trip latency for an empty job. Cases
+ * alternate within a repetition so drift on a shared machine hits them all alike; the
+ * table gives the median ratio and the min..max spread.
  *
  * usage: bench_kernels [--reps N] [--quick] [--kernels NAME] [--threads LIST e.g. 1,2] */
 #include <stdio.h>
@@ -211,6 +212,12 @@ static void case_free(bench_case *c) {
     }
 }
 
+static void nop_task(void *ctx, int ith, int nth) {
+    (void)ctx;
+    (void)ith;
+    (void)nth;
+}
+
 static int cmp_d(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -341,6 +348,28 @@ int main(int argc, char **argv) {
                    xi_dtype_name(cases[c].dt), am, cases[c].rows == 1 ? "GB/s  " : "GFLOP/s", m,
                    lo, hi, cases[c].rows == 1 ? "bandwidth" : "FMA peak");
         }
+    }
+    /* Hand-off latency of an empty job, back to back and after the workers went to sleep:
+     * the fixed cost every threaded op pays. */
+    printf("\npool round trip of an empty job, median (p90) over 1000:\n");
+    for (int threads = 2; threads <= 3; threads++) {
+        xi_pool *p = xi_pool_new(threads);
+        for (int idle = 0; idle < 2; idle++) {
+            double v[1000];
+            for (int i = 0; i < 1000; i++) {
+                if (idle) {
+                    const double t1 = xi_now();
+                    while (xi_now() - t1 < 2e-3) {}
+                }
+                const double t0 = xi_now();
+                xi_pool_run(p, nop_task, NULL);
+                v[i] = xi_now() - t0;
+            }
+            qsort(v, 1000, sizeof *v, cmp_d);
+            printf("  threads %d, %-22s %7.2f us (%.2f)\n", threads,
+                   idle ? "after 2 ms idle:" : "back to back:", v[500] * 1e6, v[900] * 1e6);
+        }
+        xi_pool_free(p);
     }
     for (int t = 0; t < n_tl; t++) xi_pool_free(pools[t]);
     for (int c = 0; c < n_cases; c++) case_free(&cases[c]);

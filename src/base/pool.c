@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -131,6 +132,10 @@ xi_pool *xi_pool_new(int n_threads) {
         CPU_ZERO(&allowed);
     }
     const int oversubscribed = n_threads > n_allowed;
+    /* XINFER_POOL_PIN=0: on a machine shared with other busy processes a pinned worker
+     * cannot move to an idle CPU and waits out the other process's time slice. */
+    const char *pin_env = getenv("XINFER_POOL_PIN");
+    const int pin = !oversubscribed && !(pin_env && !strcmp(pin_env, "0"));
     p->spin_pause = oversubscribed ? 0 : SPIN_PAUSE_POLLS;
     p->spin_yield = SPIN_YIELD_POLLS;
     p->threads = calloc((size_t)n_threads, sizeof(pthread_t));
@@ -148,7 +153,7 @@ xi_pool *xi_pool_new(int n_threads) {
         wa->ith = i;
         /* Workers take CPUs 1.. of the allowed set; the caller (the engine thread) stays
          * unpinned because threads it creates later would inherit its mask. */
-        wa->cpu = oversubscribed || !CPU_COUNT(&allowed) ? -1 : nth_allowed_cpu(&allowed, i);
+        wa->cpu = !pin || !CPU_COUNT(&allowed) ? -1 : nth_allowed_cpu(&allowed, i);
         if (pthread_create(&p->threads[i - 1], NULL, worker_main, wa)) {
             free(wa);
             p->n = i;
