@@ -42,6 +42,9 @@ typedef struct xi_engine_params {
     const char *kernels;            /* NULL/"auto", or force "ref", "avx2", ... */
     const char *chat_template;      /* NULL: tokenizer_config.json's; else Jinja source text
                                        (`--chat-template FILE`), copied by xi_engine_open */
+    /* Called on the opening thread while weights load: fraction done in [0, 1]. */
+    void (*load_progress)(void *user, double fraction);
+    void *load_progress_user;
 } xi_engine_params;
 
 void xi_engine_params_default(xi_engine_params *p);

@@ -215,7 +215,9 @@ xi_engine *xi_engine_open(const xi_engine_params *params, char *err, size_t errl
     int64_t avail = mem_available();
     xi_model_params mp = {.dir = params->model_dir, .dtype = params->dtype,
                           .quantization = params->quantization, .load_format = params->load_format,
-                          .kernels = params->kernels, .n_threads = params->n_threads};
+                          .kernels = params->kernels, .n_threads = params->n_threads,
+                          .progress = params->load_progress,
+                          .progress_user = params->load_progress_user};
     e->model = xi_model_load(&mp, err, errlen);
     if (!e->model) goto fail;
     e->tok = xi_tokenizer_load(params->model_dir, err, errlen);

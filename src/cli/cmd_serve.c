@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "hub/hub.h"
@@ -20,6 +21,17 @@ static const char *env_get(const char *name) { return getenv(name); }
 static int is_dir(const char *path) {
     struct stat st;
     return !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
+/* Weight loading progress as a bar on stderr, only when it is a terminal (logs stay clean). */
+static void load_progress(void *user, double fraction) {
+    (void)user;
+    const int width = 40, done = (int)(fraction * width + 0.5);
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < done ? '#' : '.';
+    bar[width] = 0;
+    fprintf(stderr, "\rLoading weights [%s] %3.0f%%%s", bar, fraction * 100, fraction >= 1.0 ? "\n" : "");
+    fflush(stderr);
 }
 
 static void log_startup(const xi_serve_args *a, const xi_engine_info *in) {
@@ -153,6 +165,7 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     a.engine.model_dir = model_dir;
+    if (isatty(STDERR_FILENO)) a.engine.load_progress = load_progress;
     xi_srv_log("loading %s", model_dir);
     xi_engine *eng = xi_engine_open(&a.engine, err, sizeof err);
     free(chat_template); /* the engine parsed its own copy */

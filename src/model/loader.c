@@ -308,8 +308,10 @@ xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
         goto fail;
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers) goto oom;
-    for (int l = 0; l < c->n_layers; l++)
+    for (int l = 0; l < c->n_layers; l++) {
         if (load_layer(m, l, zero_copy, err, errlen)) goto fail;
+        if (p->progress) p->progress(p->progress_user, (double)(l + 1) / (c->n_layers + 1));
+    }
     if (!(m->final_norm = load_vector(m, "model.norm.weight", c->hidden_size, err, errlen)))
         goto fail;
     if (c->tie_word_embeddings) {
@@ -323,6 +325,7 @@ xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
     xi_rope_frequencies(c, m->inv_freq, &m->rope_mscale);
     m->pool = xi_pool_new(p->n_threads);
     if (!m->pool) goto oom;
+    if (p->progress) p->progress(p->progress_user, 1.0);
     if (!zero_copy) {
         xi_st_close(m->st); /* every weight now lives in our memory */
         m->st = NULL;

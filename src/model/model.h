@@ -19,6 +19,8 @@ typedef struct xi_model_params {
     const char *load_format;    /* "auto" (copy into own memory), "mmap" */
     const char *kernels;        /* NULL: best for this CPU (XINFER_KERNELS honoured) */
     int n_threads;              /* 0 = all online CPUs */
+    void (*progress)(void *user, double fraction); /* optional, per loaded layer */
+    void *progress_user;
 } xi_model_params;
 
 xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen);
