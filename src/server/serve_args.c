@@ -112,7 +112,7 @@ typedef struct {
 } flag_def;
 
 static const flag_def flags[] = {
-    {"--model", NULL, F_MODEL, 1, "PATH      model folder (see MODEL above)"},
+    {"--model", NULL, F_MODEL, 1, "PATH      model folder or ORG/NAME (see MODEL above)"},
     {"--served-model-name", NULL, F_SERVED, 1, "NAME...   names clients use (default: MODEL as given)"},
     {"--host", NULL, F_HOST, 1, "HOST      address to listen on (0.0.0.0)"},
     {"--port", NULL, F_PORT, 1, "PORT      TCP port (8000; 0 picks a free one)"},
@@ -202,8 +202,9 @@ const char *xi_serve_args_help(void) {
     n += (size_t)snprintf(text + n, sizeof text - n,
         "usage: xinfer serve [MODEL] [--model PATH] [flags]\n\n"
         "OpenAI-compatible HTTP server; flags use `vllm serve`'s names, as --flag=value or --flag value.\n"
-        "MODEL is a model folder. With both MODEL and --model, when MODEL is not a folder,\n"
-        "--model is the path and MODEL the served name.\n\n");
+        "MODEL is a model folder, or a hub name ORG/NAME[@REV] pulled into the cache on first use\n"
+        "(HF_ENDPOINT, HF_TOKEN; ModelScope with VLLM_USE_MODELSCOPE=1). With both MODEL and\n"
+        "--model, when MODEL is not a folder, --model is the path and MODEL the served name.\n\n");
     for (size_t i = 0; i < sizeof flags / sizeof flags[0] && n < sizeof text; i++) {
         if (!flags[i].help) continue;
         char name[64];
