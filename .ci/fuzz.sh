@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 CC=${FUZZ_CC:-clang}
 BUILD=build-fuzz
-FUZZ_TIME=${FUZZ_TIME:-15}
+FUZZ_TIME=${FUZZ_TIME:-12}
 JOBS=${FUZZ_JOBS:-2}
 export XINFER_TEST_DATA="${XINFER_TEST_DATA:-$(cd .. && pwd)/shared/data}"
 
