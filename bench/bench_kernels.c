@@ -7,7 +7,11 @@
  * alternate within a repetition so drift on a shared machine hits them all alike; the
  * table gives the median ratio and the min..max spread.
  *
- * usage: bench_kernels [--reps N] [--quick] [--kernels NAME] [--threads LIST e.g. 1,2] */
+ * Weights use the layout the loader gives the variant (xi_ops.weight_block); --layout both
+ * adds the row-major layout next to a blocked one, --gemv drops the GEMM shapes.
+ *
+ * usage: bench_kernels [--reps N] [--quick] [--gemv] [--layout ops|row|both] [--kernels NAME]
+ *                      [--threads LIST e.g. 1,2] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +141,7 @@ typedef struct {
     xi_dtype dt;
     int64_t n_out, n_in;
     int rows;          /* 1: GEMV, else GEMM */
+    int block;         /* xi_weight_block's block, 0: row-major */
     int n_copies;      /* rotate copies so GEMV weights come from DRAM, not the 16 MiB L3 */
     xi_weight w[8];
     void *bufs[8][3];
@@ -182,6 +187,7 @@ static int case_init(bench_case *c) {
             for (size_t k = 0; k < eb; k++) ((uint8_t *)d)[k] = (uint8_t)(frand() * 127.0f);
         }
         w->data = d;
+        if (xi_weight_block(w, c->block, NULL, 0)) return -1;
         const int64_t ns = c->dt == XI_Q4_AWQ ? n / gs : c->n_out;
         float *s = malloc((size_t)ns * 4);
         if (!s) return -1;
@@ -223,6 +229,15 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static const char *blocked_name(xi_dtype t) {
+    switch (t) {
+    case XI_F32: return "f32/b8";
+    case XI_F16: return "f16/b8";
+    case XI_BF16: return "bf16/b8";
+    default: return "int8/b8";
+    }
+}
+
 static void summarize(double *v, int n, double *med, double *lo, double *hi) {
     qsort(v, (size_t)n, sizeof *v, cmp_d);
     *med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -231,12 +246,15 @@ static void summarize(double *v, int n, double *med, double *lo, double *hi) {
 }
 
 int main(int argc, char **argv) {
-    int reps = 10, quick = 0;
+    int reps = 10, quick = 0, gemv_only = 0;
+    const char *layout = "ops";
     const char *kname = NULL;
     int thread_list[4] = {1, 2}, n_tl = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--gemv")) gemv_only = 1;
+        else if (!strcmp(argv[i], "--layout") && i + 1 < argc) layout = argv[++i];
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kname = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             n_tl = 0;
@@ -245,7 +263,8 @@ int main(int argc, char **argv) {
                 if (!*s) break;
             }
         } else {
-            fprintf(stderr, "usage: %s [--reps N] [--quick] [--kernels NAME] [--threads 1,2]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--reps N] [--quick] [--gemv] [--layout ops|row|both] "
+                            "[--kernels NAME] [--threads 1,2]\n", argv[0]);
             return 2;
         }
     }
@@ -265,18 +284,27 @@ int main(int argc, char **argv) {
         {"gemm 512 rows 4864x896", 4864, 896, 512},
         {"gemm 512 rows 896x4864", 896, 4864, 512},
     };
-    const int n_shapes = quick ? 2 : (int)XI_ARRAY_LEN(shapes);
-    const int n_cases = n_shapes * (int)XI_ARRAY_LEN(dts);
-    bench_case *cases = calloc((size_t)n_cases, sizeof *cases);
-    for (int s = 0, i = 0; s < (int)XI_ARRAY_LEN(shapes); s++) {
-        if (quick && shapes[s].rows > 1) continue;
+    const int both = !strcmp(layout, "both");
+    int n_cases = 0;
+    bench_case *cases = calloc(XI_ARRAY_LEN(shapes) * XI_ARRAY_LEN(dts) * 2, sizeof *cases);
+    for (int s = 0; s < (int)XI_ARRAY_LEN(shapes); s++) {
+        if ((quick || gemv_only) && shapes[s].rows > 1) continue;
         if (quick && shapes[s].n_out > 100000) continue;
-        for (size_t d = 0; d < XI_ARRAY_LEN(dts); d++, i++) {
-            cases[i] = (bench_case){.label = shapes[s].label, .dt = dts[d], .n_out = shapes[s].n_out,
-                                    .n_in = shapes[s].n_in, .rows = shapes[s].rows};
-            if (case_init(&cases[i])) {
-                fprintf(stderr, "out of memory building %s\n", shapes[s].label);
-                return 1;
+        for (size_t d = 0; d < XI_ARRAY_LEN(dts); d++) {
+            /* ops: what the loader does; both: the variant's block whatever the row length */
+            const xi_weight shape = {.dtype = dts[d], .n_out = shapes[s].n_out, .n_in = shapes[s].n_in};
+            const int blk = !strcmp(layout, "row") ? 0
+                            : both                 ? ops->weight_block
+                                                   : xi_weight_block_for(ops, &shape);
+            for (int b = 0; b < 1 + (both && blk && dts[d] != XI_Q4_AWQ); b++) {
+                bench_case *c = &cases[n_cases++];
+                *c = (bench_case){.label = shapes[s].label, .dt = dts[d], .n_out = shapes[s].n_out,
+                                  .n_in = shapes[s].n_in, .rows = shapes[s].rows,
+                                  .block = b ? 0 : blk};
+                if (case_init(c)) {
+                    fprintf(stderr, "out of memory building %s\n", shapes[s].label);
+                    return 1;
+                }
             }
         }
     }
@@ -345,7 +373,7 @@ int main(int argc, char **argv) {
             summarize(abs_v + (size_t)(t * n_cases + c) * reps, reps, &am, &al, &ah);
             summarize(ratio + (size_t)(t * n_cases + c) * reps, reps, &m, &lo, &hi);
             printf("  %-28s %-9s %6.1f %s  %.2f (%.2f..%.2f) of %s\n", cases[c].label,
-                   xi_dtype_name(cases[c].dt), am, cases[c].rows == 1 ? "GB/s  " : "GFLOP/s", m,
+                   cases[c].w[0].block ? blocked_name(cases[c].dt) : xi_dtype_name(cases[c].dt), am, cases[c].rows == 1 ? "GB/s  " : "GFLOP/s", m,
                    lo, hi, cases[c].rows == 1 ? "bandwidth" : "FMA peak");
         }
     }

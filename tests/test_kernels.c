@@ -110,9 +110,20 @@ static int close_to_ref(const float *y, const float *x, int64_t rows, const xi_w
 typedef struct {
     xi_dtype dt;
     int gs;
+    int block; /* xi_weight_block's block: 0 row-major */
 } wfmt;
-static const wfmt FORMATS[] = {{XI_F32, 0}, {XI_F16, 0}, {XI_BF16, 0}, {XI_Q8, 0},
-                               {XI_Q4_AWQ, 32}, {XI_Q4_AWQ, 64}, {XI_Q4_AWQ, 128}};
+static const wfmt FORMATS[] = {{XI_F32, 0, 0},     {XI_F16, 0, 0},     {XI_BF16, 0, 0},
+                               {XI_Q8, 0, 0},      {XI_Q4_AWQ, 32, 0}, {XI_Q4_AWQ, 64, 0},
+                               {XI_Q4_AWQ, 128, 0}, {XI_F32, 0, 8},    {XI_F16, 0, 8},
+                               {XI_BF16, 0, 8},    {XI_Q8, 0, 8}};
+
+/* A random weight in format f; blocked formats round n_out up to a multiple of the block.
+ * Returns whether the weight has the layout f asks for. */
+static int weight_make_f(test_weight *t, const wfmt *f, int64_t n_out, int64_t n_in) {
+    if (f->block) n_out = (n_out + f->block - 1) / f->block * f->block;
+    weight_make(t, f->dt, n_out, n_in, f->gs);
+    return xi_weight_block(&t->w, f->block, NULL, 0) == 0 && t->w.block == f->block;
+}
 
 /* Input sizes with tails past 8/16/32 for the dense formats; multiples of the group for Q4. */
 static int k_sizes(const wfmt *f, int64_t *ks) {
@@ -138,18 +149,19 @@ TEST(test_kernels_matmul_every_variant_matches_ref_on_odd_shapes) {
             for (int ki = 0; ki < nk; ki++)
                 for (size_t oi = 0; oi < XI_ARRAY_LEN(outs); oi++) {
                     test_weight tw;
-                    weight_make(&tw, FORMATS[f].dt, outs[oi], ks[ki], FORMATS[f].gs);
+                    CHECK(weight_make_f(&tw, &FORMATS[f], outs[oi], ks[ki]));
                     const int64_t rows_list[] = {1, 2, 3, 4, 5, 8, 9, 17};
                     for (size_t ri = 0; ri < XI_ARRAY_LEN(rows_list); ri++) {
-                        const int64_t rows = rows_list[ri], N = outs[oi], K = ks[ki];
+                        const int64_t rows = rows_list[ri], N = tw.w.n_out, K = ks[ki];
                         float *x = rand_vec(rows * K), *y = malloc((size_t)(rows * N) * 4);
                         ops[v]->matmul(y, N, x, K, rows, &tw.w, 0, N);
                         const int ok = close_to_ref(y, x, rows, &tw.w, msg, sizeof msg);
                         free(x);
                         free(y);
                         if (!ok) weight_free(&tw);
-                        CHECKF(ok, "%s %s gs=%d K=%lld N=%lld rows=%lld: %s", ops[v]->name,
-                               xi_dtype_name(FORMATS[f].dt), FORMATS[f].gs, (long long)K,
+                        CHECKF(ok, "%s %s gs=%d block=%d K=%lld N=%lld rows=%lld: %s",
+                               ops[v]->name, xi_dtype_name(FORMATS[f].dt), FORMATS[f].gs,
+                               FORMATS[f].block, (long long)K,
                                (long long)N, (long long)rows, msg);
                     }
                     weight_free(&tw);
@@ -164,10 +176,10 @@ TEST(test_kernels_matmul_bits_independent_of_rows_and_tiles) {
     const int nv = xi_ops_available(ops, 8);
     for (int v = 0; v < nv; v++)
         for (size_t f = 0; f < XI_ARRAY_LEN(FORMATS); f++) {
-            const int64_t K = FORMATS[f].dt == XI_Q4_AWQ ? 2 * FORMATS[f].gs : 203, N = 23,
-                          R = 17;
+            const int64_t K = FORMATS[f].dt == XI_Q4_AWQ ? 2 * FORMATS[f].gs : 203, R = 17;
             test_weight tw;
-            weight_make(&tw, FORMATS[f].dt, N, K, FORMATS[f].gs);
+            CHECK(weight_make_f(&tw, &FORMATS[f], 23, K));
+            const int64_t N = tw.w.n_out;
             float *x = rand_vec(R * K), *all = malloc((size_t)(R * N) * 4),
                   *part = malloc((size_t)(R * N) * 4);
             ops[v]->matmul(all, N, x, K, R, &tw.w, 0, N);
@@ -190,8 +202,8 @@ TEST(test_kernels_matmul_bits_independent_of_rows_and_tiles) {
             free(all);
             free(part);
             weight_free(&tw);
-            CHECKF(bad < 0, "%s %s gs=%d: rows/cols from %d differ", ops[v]->name,
-                   xi_dtype_name(FORMATS[f].dt), FORMATS[f].gs, bad);
+            CHECKF(bad < 0, "%s %s gs=%d block=%d: rows/cols from %d differ", ops[v]->name,
+                   xi_dtype_name(FORMATS[f].dt), FORMATS[f].gs, FORMATS[f].block, bad);
         }
 }
 
@@ -201,9 +213,10 @@ TEST(test_kernels_matmul_bits_same_for_1_2_3_threads) {
     xi_pool *pools[3] = {xi_pool_new(1), xi_pool_new(2), xi_pool_new(3)};
     for (int v = 0; v < nv; v++)
         for (size_t f = 0; f < XI_ARRAY_LEN(FORMATS); f++) {
-            const int64_t K = FORMATS[f].dt == XI_Q4_AWQ ? 2 * FORMATS[f].gs : 131, N = 77;
+            const int64_t K = FORMATS[f].dt == XI_Q4_AWQ ? 2 * FORMATS[f].gs : 131;
             test_weight tw;
-            weight_make(&tw, FORMATS[f].dt, N, K, FORMATS[f].gs);
+            CHECK(weight_make_f(&tw, &FORMATS[f], 77, K));
+            const int64_t N = tw.w.n_out;
             float *bias = rand_vec(N);
             int same = 1;
             for (int64_t rows = 1; rows <= 13; rows += 12) {
@@ -219,10 +232,59 @@ TEST(test_kernels_matmul_bits_same_for_1_2_3_threads) {
             }
             free(bias);
             weight_free(&tw);
-            CHECKF(same, "%s %s: thread counts disagree", ops[v]->name,
-                   xi_dtype_name(FORMATS[f].dt));
+            CHECKF(same, "%s %s block=%d: thread counts disagree", ops[v]->name,
+                   xi_dtype_name(FORMATS[f].dt), FORMATS[f].block);
         }
     for (int p = 0; p < 3; p++) xi_pool_free(pools[p]);
+}
+
+/* Repacking into the blocked layout changes where elements live, never a result: every
+ * variant gives the row-major weight's bits for 1, 3 and 17 rows (GEMV, small-batch and
+ * GEMM paths), also over a column range cutting blocks, and xi_weight_row reads the same
+ * rows. */
+TEST(test_kernels_blocked_layout_gives_row_major_bits) {
+    const xi_ops *ops[8];
+    const int nv = xi_ops_available(ops, 8);
+    const xi_dtype dts[] = {XI_F32, XI_F16, XI_BF16, XI_Q8};
+    for (size_t d = 0; d < XI_ARRAY_LEN(dts); d++) {
+        const int64_t N = 40, K = 901;
+        test_weight tw;
+        weight_make(&tw, dts[d], N, K, 0);
+        xi_weight bw = tw.w;
+        void *copy = malloc((size_t)(N * K) * 4);
+        memcpy(copy, tw.data, (size_t)(N * K) * (dts[d] == XI_Q8 ? 1 : xi_dtype_size(dts[d])));
+        bw.data = copy;
+        CHECK(xi_weight_block(&bw, 8, NULL, 0) == 0 && bw.block == 8);
+        CHECK(memcmp(copy, tw.data, (size_t)(N * K)) != 0); /* really moved */
+        float *r0 = malloc((size_t)K * 4), *r1 = malloc((size_t)K * 4);
+        int rows_same = 1;
+        for (int64_t n = 0; n < N; n++) {
+            xi_weight_row(&tw.w, n, r0);
+            xi_weight_row(&bw, n, r1);
+            rows_same = rows_same && !memcmp(r0, r1, (size_t)K * 4);
+        }
+        CHECKF(rows_same, "%s: xi_weight_row differs on the blocked layout", xi_dtype_name(dts[d]));
+        const int64_t R = 17;
+        float *x = rand_vec(R * K), *a = malloc((size_t)(R * N) * 4), *b = malloc((size_t)(R * N) * 4);
+        for (int v = 0; v < nv; v++) {
+            const int64_t rows_list[] = {1, 3, 17};
+            for (size_t ri = 0; ri < XI_ARRAY_LEN(rows_list); ri++) {
+                const int64_t rows = rows_list[ri];
+                ops[v]->matmul(a, N, x, K, rows, &tw.w, 0, N);
+                ops[v]->matmul(b, N, x, K, rows, &bw, 0, N);
+                ops[v]->matmul(b, N, x, K, rows, &bw, 5, 21); /* partial blocks */
+                CHECKF(!memcmp(a, b, (size_t)(rows * N) * 4), "%s %s rows=%lld: blocked bits differ",
+                       ops[v]->name, xi_dtype_name(dts[d]), (long long)rows);
+            }
+        }
+        free(x);
+        free(a);
+        free(b);
+        free(r0);
+        free(r1);
+        free(copy);
+        weight_free(&tw);
+    }
 }
 
 /* ---- attention ---- */

@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "kernels/kernels.h"
+#include "kernels/matmul_tile.h"
 
 typedef struct {
     const xi_ops *ops;
@@ -31,8 +32,20 @@ void xi_matmul(xi_pool *pool, const xi_ops *ops, float *y, const float *x, int64
     xi_pool_run(pool, matmul_task, &j);
 }
 
+int xi_weight_block_for(const xi_ops *ops, const xi_weight *w) {
+    const int64_t es = w->dtype == XI_Q8 ? 1 : (int64_t)xi_dtype_size(w->dtype);
+    return w->n_in * es < 3072 ? ops->weight_block : 0;
+}
+
 void xi_weight_row(const xi_weight *w, int64_t row, float *out) {
     const int64_t n = w->n_in;
+    if (w->block) { /* blocked: the row's elements are block apart */
+        for (int64_t k = 0; k < n; k++) {
+            const int64_t i = xi_weight_index(w, row, k);
+            out[k] = xi_elem_f32(w->dtype, w->data, i) * (w->dtype == XI_Q8 ? w->scale[row] : 1.0f);
+        }
+        return;
+    }
     switch (w->dtype) {
     case XI_F32:
     case XI_F16:

@@ -26,6 +26,12 @@
  *           [n_out][n_in/group] (0..15); W[n,k] = (q - zero[n, k/group]) * scale[n, k/group].
  *           n_in is a multiple of group_size (xi_weight_pack_awq checks); variants vectorize
  *           group sizes that are multiples of 8 and use the ref loop for any other.
+ * Blocked (block == 8, F32 / F16 / BF16 / Q8 with n_out % 8 == 0; xi_weight_block makes it):
+ *   data = [n_out/8][n_in][8]: the 8 consecutive output columns of a block interleaved per
+ *   input k, so element (n, k) is at (n/8) * n_in * 8 + k * 8 + n % 8 (xi_weight_index).
+ *   A GEMV then reads the whole matrix as one sequential stream, which the hardware
+ *   prefetchers follow even when rows are short (n_in = 896 is 1.8 KB of f16 per row).
+ *   Scales stay [n_out]. block == 0 is the row-major layout above.
  * Buffers are owned by whoever built the weight (the model loader). */
 typedef struct xi_weight {
     xi_dtype dtype;
@@ -34,7 +40,14 @@ typedef struct xi_weight {
     const float *scale;
     const uint8_t *zero;
     int group_size;
+    int block; /* 0: row-major; 8: blocked layout above */
 } xi_weight;
+
+/* Element index of W[n, k] in w->data for the F32 / F16 / BF16 / Q8 layouts. */
+static inline int64_t xi_weight_index(const xi_weight *w, int64_t n, int64_t k) {
+    if (w->block) return (n / w->block) * w->n_in * w->block + k * w->block + n % w->block;
+    return n * w->n_in + k;
+}
 
 /* One layer's view of the paged KV store. K of (block b, kv head h, slot t, dim d) is at
  * element k[b * block_stride + h * head_stride + t * head_dim + d]; V likewise from v. */
@@ -51,6 +64,9 @@ typedef struct xi_kv_view {
 
 typedef struct xi_ops {
     const char *name;
+    /* The weight block (0 or 8) this variant's matmul reads fastest; the loader repacks
+     * with xi_weight_block. Every variant computes any layout, with the same bits. */
+    int weight_block;
     /* y[r * ldy + n] = sum_k x[r * ldx + k] * W[n, k] for r in [0, rows), n in [n0, n1). */
     void (*matmul)(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                    const xi_weight *w, int64_t n0, int64_t n1);
@@ -99,6 +115,16 @@ int xi_weight_pack_awq(xi_weight *w, const int32_t *qweight, const int32_t *qzer
 int xi_weight_quantize_q8(xi_weight *w, const void *src, xi_dtype src_dtype, int64_t n_out,
                           int64_t n_in, void **owned, size_t *owned_bytes, char *err,
                           size_t errlen);
+
+/* Repack an F32 / F16 / BF16 / Q8 row-major weight in place into the blocked layout (block
+ * 8); a no-op returning 0 when block is 0, the weight is already blocked, another dtype, or
+ * n_out % block != 0. w->data must be writable (the caller owns it). -1 with err set when
+ * the one block of scratch cannot be allocated. */
+int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen);
+/* The block the loader should give w for ops: ops->weight_block when w's rows are short,
+ * 0 (row-major) when a row is 3 KiB or more, where the 8 concurrent row streams of the
+ * row-major GEMV tiles already run at the read bandwidth and beat one blocked stream. */
+int xi_weight_block_for(const xi_ops *ops, const xi_weight *w);
 
 /* ---- helpers shared by all variants (kernels.c) ---- */
 

@@ -3,6 +3,8 @@
  *   tile(t, R, C, io, w)     R x C outputs, R <= 4, C <= TILE_COLS(t, R) <= 8, always_inline
  *   panel_column(dst, w, n)  column n of w as the exact f32 values tile() would use
  *   TILE_COLS(t, R), PANEL_COLS, GEMM_MIN_ROWS, GEMM_ROW_BLOCK
+ * and optionally, for blocked weights (kernels.h), HAVE_BLOCKED_ROWS (the block it handles)
+ * and blocked_rows(...) with the xi_ops.matmul signature and the same bits as tile().
  * It defines `static void matmul_driver(...)` with the xi_ops.matmul signature. */
 #include <stdlib.h>
 
@@ -53,23 +55,41 @@ static cols_fn cols_for(xi_dtype t, int R) {
     return fns[i][R - 1];
 }
 
+/* Columns [n, n + C) of a blocked weight, all in n's block, as exact f32 values (Q8
+ * unscaled) in panel[C][K]: the conversions are exact, so these are the values tile() and
+ * panel_column would use. A variant may vectorize it (HAVE_PANEL_BLOCK). */
+#ifndef HAVE_PANEL_BLOCK
+static void panel_block(float *panel, const xi_weight *w, int64_t n, int64_t C) {
+    const int64_t K = w->n_in, B = w->block, base = (n / B) * K * B + n % B;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t k = 0; k < K; k++)
+            panel[c * K + k] = xi_elem_f32(w->dtype, w->data, base + k * B + c);
+}
+#endif
+
 /* Many rows: per block of rows (x stays in L2), per PANEL_COLS columns, convert the columns
  * to f32 once and run every 4-row tile of the block over them. Returns -1 when the panel
  * cannot be allocated (the caller then uses the direct tiles, which give the same bits). */
 static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                       const xi_weight *w, int64_t n0, int64_t n1) {
     const int64_t K = w->n_in;
-    float *panel = NULL; /* [PANEL_COLS][K], owned here */
-    if (w->dtype != XI_F32) {
-        panel = aligned_alloc(64, (size_t)((PANEL_COLS * K * 4 + 63) & ~(int64_t)63));
+    /* Blocked weights convert up to one whole block per panel, row-major PANEL_COLS columns. */
+    const int64_t PC = w->block ? XI_MAX((int64_t)PANEL_COLS, (int64_t)w->block) : PANEL_COLS;
+    float *panel = NULL; /* [PC][K], owned here */
+    if (w->dtype != XI_F32 || w->block) {
+        panel = aligned_alloc(64, (size_t)((PC * K * 4 + 63) & ~(int64_t)63));
         if (!panel) return -1;
     }
     for (int64_t rb = 0; rb < rows; rb += GEMM_ROW_BLOCK) {
         const int64_t re = XI_MIN(rows, rb + GEMM_ROW_BLOCK);
-        for (int64_t n = n0; n < n1; n += PANEL_COLS) {
-            const int64_t C = XI_MIN((int64_t)PANEL_COLS, n1 - n);
+        for (int64_t n = n0, C; n < n1; n += C) {
+            C = XI_MIN(w->block ? w->block - n % w->block : (int64_t)PANEL_COLS, n1 - n);
             wsrc s = wsrc_at(w, n);
-            if (panel) {
+            if (panel && w->block) {
+                panel_block(panel, w, n, C);
+                s = (wsrc){.base = (const char *)panel, .stride = (size_t)K * 4,
+                           .scale = w->dtype == XI_Q8 ? w->scale + n : NULL};
+            } else if (panel) {
                 for (int64_t c = 0; c < C; c++) panel_column(panel + c * K, w, n + c);
                 s = (wsrc){.base = (const char *)panel, .stride = (size_t)K * 4,
                            .scale = w->dtype == XI_Q8 ? w->scale + n : NULL};
@@ -94,6 +114,19 @@ static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, in
         return;
     }
     if (n1 <= n0) return;
+    if (w->block) {
+#ifdef HAVE_BLOCKED_ROWS
+        if (w->block == HAVE_BLOCKED_ROWS &&
+            (rows <= GEMM_MIN_ROWS || gemm_panel(y, ldy, x, ldx, rows, w, n0, n1)))
+            blocked_rows(y, ldy, x, ldx, rows, w, n0, n1);
+        if (w->block == HAVE_BLOCKED_ROWS) return;
+#endif
+        /* A variant without a blocked GEMV converts the columns to an f32 panel even for
+         * one row; only the loader's choice (xi_ops.weight_block) makes weights blocked. */
+        if (gemm_panel(y, ldy, x, ldx, rows, w, n0, n1))
+            xi_ops_ref()->matmul(y, ldy, x, ldx, rows, w, n0, n1); /* out of memory */
+        return;
+    }
     if (rows > GEMM_MIN_ROWS && gemm_panel(y, ldy, x, ldx, rows, w, n0, n1) == 0) return;
     for (int64_t r = 0; r < rows; r += 4) {
         const int R = (int)XI_MIN((int64_t)4, rows - r);

@@ -2,6 +2,7 @@
  * tensors into Q4_AWQ, quantize F32/F16/BF16 weights to per-channel Q8. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/base.h"
 #include "kernels/kernels.h"
@@ -118,5 +119,28 @@ int xi_weight_quantize_q8(xi_weight *w, const void *src, xi_dtype src_dtype, int
     *w = (xi_weight){.dtype = XI_Q8, .n_out = n_out, .n_in = n_in, .data = buf, .scale = scale};
     *owned = buf;
     *owned_bytes = total;
+    return 0;
+}
+
+int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen) {
+    const xi_dtype t = w->dtype;
+    if (block <= 0 || w->block || w->n_out % block ||
+        (t != XI_F32 && t != XI_F16 && t != XI_BF16 && t != XI_Q8))
+        return 0;
+    const size_t es = t == XI_Q8 ? 1 : xi_dtype_size(t), K = (size_t)w->n_in;
+    const size_t bytes = (size_t)block * K * es; /* one block, same span in both layouts */
+    char *tmp = malloc(bytes);
+    if (!tmp) return xi_errf(err, errlen, "weight repack: out of memory for %zu bytes", bytes);
+    char *d = (char *)w->data; /* the caller owns it writable */
+    for (int64_t b = 0; b < w->n_out / block; b++) {
+        char *blk = d + (size_t)b * bytes;
+        memcpy(tmp, blk, bytes);
+        for (size_t k = 0; k < K; k++)
+            for (int c = 0; c < block; c++)
+                memcpy(blk + (k * (size_t)block + (size_t)c) * es, tmp + ((size_t)c * K + k) * es,
+                       es);
+    }
+    free(tmp);
+    w->block = block;
     return 0;
 }

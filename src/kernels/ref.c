@@ -15,14 +15,14 @@ static inline float load_elem(const void *base, xi_dtype t, int64_t i) {
 /* W[n, k] as f32, for every weight format. */
 static inline float weight_at(const xi_weight *w, int64_t n, int64_t k) {
     switch (w->dtype) {
-    case XI_Q8: return (float)((const int8_t *)w->data)[n * w->n_in + k] * w->scale[n];
+    case XI_Q8: return (float)((const int8_t *)w->data)[xi_weight_index(w, n, k)] * w->scale[n];
     case XI_Q4_AWQ: {
         const uint8_t *row = (const uint8_t *)w->data + n * (w->n_in / 2);
         int q = (k & 1) ? row[k / 2] >> 4 : row[k / 2] & 15;
         int64_t groups = w->n_in / w->group_size, g = k / w->group_size;
         return (float)(q - w->zero[n * groups + g]) * w->scale[n * groups + g];
     }
-    default: return load_elem(w->data, w->dtype, n * w->n_in + k);
+    default: return load_elem(w->data, w->dtype, xi_weight_index(w, n, k));
     }
 }
 

@@ -205,9 +205,11 @@ static int load_linear(xi_model *m, xi_weight *w, const char *module, int64_t ro
         }
         m->n_params += rows * cols;
         m->weight_bytes += rows * cols + rows * 4;
-        return 0;
+        return xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
     }
-    return load_matrix(m, w, name, rows, cols, zero_copy, err, errlen);
+    if (load_matrix(m, w, name, rows, cols, zero_copy, err, errlen)) return -1;
+    /* The kernels' blocked layout, repacked in place in our copy (an mmap stays as stored). */
+    return zero_copy ? 0 : xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
 }
 
 /* Optional bias: required by the architecture (want) or present in the checkpoint. */
@@ -315,9 +317,14 @@ xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
     if (!(m->final_norm = load_vector(m, "model.norm.weight", c->hidden_size, err, errlen)))
         goto fail;
     if (c->tie_word_embeddings) {
+        if (!zero_copy && xi_weight_block(&m->embed, xi_weight_block_for(m->ops, &m->embed), err,
+                                          errlen))
+            goto fail;
         m->lm_head = m->embed;
     } else if (load_matrix(m, &m->lm_head, "lm_head.weight", c->vocab_size, c->hidden_size,
-                           zero_copy, err, errlen)) {
+                           zero_copy, err, errlen) ||
+               (!zero_copy && xi_weight_block(&m->lm_head, xi_weight_block_for(m->ops, &m->lm_head),
+                                              err, errlen))) {
         goto fail;
     }
     m->inv_freq = calloc((size_t)c->head_dim / 2, sizeof(double));
