@@ -34,7 +34,7 @@ void xi_matmul(xi_pool *pool, const xi_ops *ops, float *y, const float *x, int64
 
 int xi_weight_block_for(const xi_ops *ops, const xi_weight *w) {
     const int64_t es = w->dtype == XI_Q8 ? 1 : (int64_t)xi_dtype_size(w->dtype);
-    return w->n_in * es < 3072 ? ops->weight_block : 0;
+    return w->n_in * es < 8192 ? ops->weight_block : 0;
 }
 
 void xi_weight_row(const xi_weight *w, int64_t row, float *out) {
