@@ -20,6 +20,13 @@ if ! command -v "$CC" >/dev/null; then
     echo "fuzz: $CC not found (apt-get install clang)" >&2
     exit 1
 fi
+# libFuzzer's runtime is a separate Debian package (libclang-rt-<major>-dev).
+if ! echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return (void)d, (int)n * 0; }' |
+    "$CC" -x c -fsanitize=fuzzer,address,undefined -o /dev/null - 2>/dev/null; then
+    echo "fuzz: $CC cannot link -fsanitize=fuzzer (apt-get install" \
+         "libclang-rt-$("$CC" -dumpversion | cut -d. -f1)-dev)" >&2
+    exit 1
+fi
 
 echo "== fuzz: library with $CC (libFuzzer instrumentation, ASan, UBSan)"
 # CFLAGS from the environment: the Makefile appends its own flags (and SAN=1's) to it.
