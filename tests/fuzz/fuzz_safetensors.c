@@ -1,6 +1,8 @@
-/* Fuzz the safetensors reader: the input is a whole .safetensors file. Every tensor the
- * reader accepts must lie inside the file, so touching its first and last byte is safe;
- * a rejected file must come back with an error line. */
+/* Fuzz the safetensors reader. The input is a whole .safetensors file, or, when it starts
+ * with '{', a header JSON NUL data bytes, written with the matching 8-byte length so that
+ * mutations reach the header checks rather than the length check. Every tensor the reader
+ * accepts must lie inside the file, so touching its first and last byte is safe; a rejected
+ * file must come back with an error line. */
 #include "fuzz_util.h"
 #include "model/safetensors.h"
 
@@ -25,7 +27,19 @@ static void walk(const xi_st_set *s) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[512], err[256];
-    fuzz_write("model.safetensors", data, size);
+    if (size && data[0] == '{') {
+        const uint8_t *nul = memchr(data, 0, size);
+        uint64_t hlen = nul ? (uint64_t)(nul - data) : size;
+        size_t dlen = nul ? size - hlen - 1 : 0;
+        uint8_t *file = malloc(8 + size);
+        for (int i = 0; i < 8; i++) file[i] = (uint8_t)(hlen >> (8 * i)); /* little endian */
+        memcpy(file + 8, data, hlen);
+        if (dlen) memcpy(file + 8 + hlen, nul + 1, dlen);
+        fuzz_write("model.safetensors", file, 8 + hlen + dlen);
+        free(file);
+    } else {
+        fuzz_write("model.safetensors", data, size);
+    }
     fuzz_path("model.safetensors", path, sizeof path);
     err[0] = 0;
     xi_st_set *s = xi_st_open_file(path, err, sizeof err);
