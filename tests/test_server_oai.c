@@ -137,6 +137,10 @@ TEST(test_serve_oai_bad_values_name_the_parameter) {
     CHECK(rejects(1, "{" MSGS ",\"stream\":\"yes\"}", "stream"));
     CHECK(rejects(1, "{" MSGS ",\"stream_options\":{\"include_usage\":true}}", "stream_options"));
     CHECK(rejects(1, "{" MSGS ",\"response_format\":{\"type\":\"json_object\"}}", "response_format"));
+    /* numbers that a 32-bit float cannot hold are refused, never turned into inf or 0 */
+    CHECK(rejects(1, "{" MSGS ",\"temperature\":1e39}", "temperature"));
+    CHECK(rejects(1, "{" MSGS ",\"top_p\":1e-50}", "top_p"));
+    CHECK(rejects(1, "{" MSGS ",\"repetition_penalty\":1e-50}", "repetition_penalty"));
     CHECK(rejects(1, "{" MSGS ",\"min_tokens\":5,\"max_tokens\":2}", "min_tokens"));
     CHECK(rejects(1, "{" MSGS ",\"seed\":1.5}", "seed"));
     CHECK(rejects(1, "{" MSGS ",\"model\":3}", "model"));

@@ -58,6 +58,11 @@ static int get_number(json_t *o, const char *key, double *out, xi_oai_error *e) 
     if (!json_is_number(v)) return xi_oai_fail(e, 400, key, "'%s' must be a number", key);
     *out = json_number_value(v);
     if (!isfinite(*out)) return xi_oai_fail(e, 400, key, "'%s' must be finite", key);
+    /* every sampling number is used as a 32-bit float: refuse what would become inf or 0
+     * there, instead of changing the request silently */
+    const float f = (float)*out;
+    if (isinf(f) || (f == 0.0f && *out != 0.0))
+        return xi_oai_fail(e, 400, key, "'%s' is out of range, got %g", key, *out);
     return 1;
 }
 
