@@ -73,20 +73,30 @@ static void panel_block(float *panel, const xi_weight *w, int64_t n, int64_t C) 
 static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                       const xi_weight *w, int64_t n0, int64_t n1) {
     const int64_t K = w->n_in;
-    /* Blocked weights convert up to one whole block per panel, row-major PANEL_COLS columns. */
-    const int64_t PC = w->block ? XI_MAX((int64_t)PANEL_COLS, (int64_t)w->block) : PANEL_COLS;
+    /* Row-major weights convert PANEL_COLS columns per panel; blocked ones whole blocks, as
+     * many as make a multiple of PANEL_COLS, so every tile is full width. */
+    int64_t PC = PANEL_COLS;
+    if (w->block)
+        for (PC = w->block; PC % PANEL_COLS;) PC += w->block;
     float *panel = NULL; /* [PC][K], owned here */
     if (w->dtype != XI_F32 || w->block) {
         panel = aligned_alloc(64, (size_t)((PC * K * 4 + 63) & ~(int64_t)63));
         if (!panel) return -1;
     }
-    for (int64_t rb = 0; rb < rows; rb += GEMM_ROW_BLOCK) {
-        const int64_t re = XI_MIN(rows, rb + GEMM_ROW_BLOCK);
+    /* A blocked panel costs a transpose to fill, so it is filled once for the row blocks
+     * of up to 2 MiB of x (they stay in L3), which run inside it; a row-major panel is
+     * refilled per row block. */
+    const int64_t outer =
+        w->block ? XI_MAX(1, (2 << 20) / (K * 4) / GEMM_ROW_BLOCK) * GEMM_ROW_BLOCK : GEMM_ROW_BLOCK;
+    for (int64_t ro = 0; ro < rows; ro += outer) {
         for (int64_t n = n0, C; n < n1; n += C) {
-            C = XI_MIN(w->block ? w->block - n % w->block : (int64_t)PANEL_COLS, n1 - n);
+            C = XI_MIN(w->block ? PC - n % w->block : (int64_t)PANEL_COLS, n1 - n);
             wsrc s = wsrc_at(w, n);
             if (panel && w->block) {
-                panel_block(panel, w, n, C);
+                for (int64_t c = 0, cc; c < C; c += cc) {
+                    cc = XI_MIN(w->block - (n + c) % w->block, C - c);
+                    panel_block(panel + c * K, w, n + c, cc);
+                }
                 s = (wsrc){.base = (const char *)panel, .stride = (size_t)K * 4,
                            .scale = w->dtype == XI_Q8 ? w->scale + n : NULL};
             } else if (panel) {
@@ -94,10 +104,19 @@ static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_
                 s = (wsrc){.base = (const char *)panel, .stride = (size_t)K * 4,
                            .scale = w->dtype == XI_Q8 ? w->scale + n : NULL};
             }
-            for (int64_t r = rb; r < re; r += 4) {
-                const int R = (int)XI_MIN((int64_t)4, re - r);
-                const tile_io io = {y + r * ldy + n, ldy, x + r * ldx, ldx, K};
-                cols_for(XI_F32, R)(&io, s, C);
+            /* PANEL_COLS columns at a time over every row tile, so those columns stay in L1
+             * while x streams from L2, however many columns the panel holds. */
+            for (int64_t rb = ro; rb < XI_MIN(rows, ro + outer); rb += GEMM_ROW_BLOCK) {
+                const int64_t re = XI_MIN(rows, rb + GEMM_ROW_BLOCK);
+                wsrc sc = s;
+                for (int64_t c = 0; c < C; c += PANEL_COLS) {
+                    for (int64_t r = rb; r < re; r += 4) {
+                        const int R = (int)XI_MIN((int64_t)4, re - r);
+                        const tile_io io = {y + r * ldy + n + c, ldy, x + r * ldx, ldx, K};
+                        cols_for(XI_F32, R)(&io, sc, XI_MIN((int64_t)PANEL_COLS, C - c));
+                    }
+                    wsrc_advance(XI_F32, &sc, PANEL_COLS);
+                }
             }
         }
     }

@@ -122,6 +122,12 @@ int xi_weight_quantize_q8(xi_weight *w, const void *src, xi_dtype src_dtype, int
     return 0;
 }
 
+/* Row c of a block (tmp, row-major) to its interleaved places in blk. */
+#define BLOCK_COPY(c, T)                                                   \
+    for (size_t k = 0; k < K; k++)                                        \
+        ((T *)(void *)blk)[k * (size_t)block + (size_t)(c)] =             \
+            ((const T *)(const void *)tmp)[(size_t)(c) * K + k];
+
 int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen) {
     const xi_dtype t = w->dtype;
     if (block <= 0 || w->block || w->n_out % block ||
@@ -135,10 +141,12 @@ int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen) {
     for (int64_t b = 0; b < w->n_out / block; b++) {
         char *blk = d + (size_t)b * bytes;
         memcpy(tmp, blk, bytes);
-        for (size_t k = 0; k < K; k++)
-            for (int c = 0; c < block; c++)
-                memcpy(blk + (k * (size_t)block + (size_t)c) * es, tmp + ((size_t)c * K + k) * es,
-                       es);
+        for (int c = 0; c < block; c++) /* element size as a constant: a plain move each */
+            switch (es) {
+            case 1: BLOCK_COPY(c, uint8_t); break;
+            case 2: BLOCK_COPY(c, uint16_t); break;
+            default: BLOCK_COPY(c, uint32_t); break;
+            }
     }
     free(tmp);
     w->block = block;
