@@ -6,6 +6,7 @@
  * and optionally, for blocked weights (kernels.h), HAVE_BLOCKED_ROWS (the block it handles)
  * and blocked_rows(...) with the xi_ops.matmul signature and the same bits as tile().
  * It defines `static void matmul_driver(...)` with the xi_ops.matmul signature. */
+#include <pthread.h>
 #include <stdlib.h>
 
 /* Rows [0, R) x nc columns from w, in tiles of TILE_COLS and one narrower tile. */
@@ -67,6 +68,30 @@ static void panel_block(float *panel, const xi_weight *w, int64_t n, int64_t C) 
 }
 #endif
 
+/* The panel is per-thread scratch that grows to the largest weight once and is then reused,
+ * so steady-state steps (decode of many sequences, prefill chunks) allocate nothing. A
+ * thread-exit destructor frees it for the pool's workers. */
+static __thread float *panel_buf;
+static __thread size_t panel_cap;
+static pthread_key_t panel_key;
+static pthread_once_t panel_once = PTHREAD_ONCE_INIT;
+
+static void panel_free(void *p) { free(p); }
+static void panel_key_init(void) { pthread_key_create(&panel_key, panel_free); }
+
+static float *panel_scratch(size_t bytes) {
+    if (bytes <= panel_cap) return panel_buf;
+    bytes = (bytes + 63) & ~(size_t)63;
+    float *p = aligned_alloc(64, bytes);
+    if (!p) return NULL;
+    free(panel_buf);
+    panel_buf = p;
+    panel_cap = bytes;
+    pthread_once(&panel_once, panel_key_init);
+    pthread_setspecific(panel_key, p);
+    return p;
+}
+
 /* Many rows: per block of rows (x stays in L2), per PANEL_COLS columns, convert the columns
  * to f32 once and run every 4-row tile of the block over them. Returns -1 when the panel
  * cannot be allocated (the caller then uses the direct tiles, which give the same bits). */
@@ -78,9 +103,9 @@ static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_
     int64_t PC = PANEL_COLS;
     if (w->block)
         for (PC = w->block; PC % PANEL_COLS;) PC += w->block;
-    float *panel = NULL; /* [PC][K], owned here */
+    float *panel = NULL; /* [PC][K], this thread's scratch */
     if (w->dtype != XI_F32 || w->block) {
-        panel = aligned_alloc(64, (size_t)((PC * K * 4 + 63) & ~(int64_t)63));
+        panel = panel_scratch((size_t)(PC * K * 4));
         if (!panel) return -1;
     }
     /* A blocked panel costs a transpose to fill, so it is filled once for the row blocks
@@ -120,7 +145,6 @@ static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_
             }
         }
     }
-    free(panel);
     return 0;
 }
 
