@@ -306,7 +306,15 @@ static int precheck(xi_server *s, struct MHD_Connection *c, const char *url, con
         }
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoll(cl, NULL, 10) > s->cfg.max_body_bytes) {
+    const long long clen = cl ? strtoll(cl, NULL, 10) : 0;
+    if (clen > s->cfg.max_body_bytes && clen / 16 <= s->cfg.max_body_bytes) {
+        /* Moderately over: read and discard the body, then answer 413. Answering before the
+         * body is read makes the server close a socket the client is still writing to, and
+         * many clients then report a reset instead of the 413. */
+        st->too_big = 1;
+        return 0;
+    }
+    if (clen > s->cfg.max_body_bytes) {
         char msg[128];
         snprintf(msg, sizeof msg, "request body of %s bytes is over the limit of %lld bytes", cl,
                  (long long)s->cfg.max_body_bytes);
