@@ -10,6 +10,7 @@
 #include "ops/env.h"
 #include "ops/plan.h"
 #include "test.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 /* fuzz_tokenizer_text, fuzz_detok_ids: decoding no bytes at all (no ids, or only skipped
@@ -159,4 +160,19 @@ TEST(test_fuzz_tokenizer_post_processor_must_name_real_tokens) {
     CHECK_EQ(ids[1], 0);
     free(ids);
     xi_tokenizer_free(t);
+}
+
+/* `select` with no arguments used to form a null-pointer offset for the test's arguments. */
+TEST(test_fuzz_jinja_select_without_arguments) {
+    char err[256] = "";
+    xi_chat_template *t = xi_chat_template_parse(
+        "{{ messages|select|map(attribute='role')|join(',') }}", err, sizeof err);
+    CHECKF(t, "%s", err);
+    char *out = xi_chat_template_render(
+        t, "[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"}]", NULL,
+        0, NULL, NULL, err, sizeof err);
+    CHECKF(out, "%s", err);
+    CHECK_STR(out, "user,assistant");
+    free(out);
+    xi_chat_template_free(t);
 }

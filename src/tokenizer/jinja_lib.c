@@ -773,7 +773,8 @@ static jv select_common(jctx *c, jv in, jargs *a, int by_attr, int reject) {
         test = jinja_find_test(name->s, NULL);
         if (!test) jerr(c, "no test named '%s'", name->s);
     }
-    jargs rest = {a->n - k, a->pos + k, a->n_kw, a->kw_names, a->kw};
+    /* a->pos is NULL when the filter got no positional arguments */
+    jargs rest = {a->n - k, a->pos ? a->pos + k : NULL, a->n_kw, a->kw_names, a->kw};
     for (int i = 0; i < l.u.l->n; i++) {
         jv v = attr ? attr_path(c, l.u.l->items[i], attr) : l.u.l->items[i];
         int ok = test ? test(c, v, &rest) : jv_truthy(v);
