@@ -98,7 +98,7 @@ run_one() {
     fi
 }
 export -f run_one
-export BUILD FUZZ_TIME seeds
+export BUILD FUZZ_TIME FUZZ_SEED seeds
 
 echo "== fuzz: ${#targets[@]} targets, ${FUZZ_TIME}s each, $JOBS at a time"
 printf '%s\n' "${targets[@]}" | xargs -P "$JOBS" -I{} bash -c 'run_one {}'
