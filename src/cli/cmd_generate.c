@@ -286,8 +286,8 @@ int cmd_generate(int argc, char **argv) {
         reqs[i].ids = json_array();
         reqs[i].t_submit = now_s();
         if (xi_engine_submit(e, &rp, on_output, &reqs[i], err, sizeof err) < 0) {
-            fprintf(stderr, "xinfer generate: %s%s: %s\n", prompts_file ? "request " : "prompt",
-                    prompts_file ? "" : "", err);
+            if (prompts_file) fprintf(stderr, "xinfer generate: request %d: %s\n", i + 1, err);
+            else fprintf(stderr, "xinfer generate: prompt: %s\n", err);
             goto out;
         }
     }

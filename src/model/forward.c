@@ -55,14 +55,11 @@ int xi_model_reserve(xi_model *m, int max_tokens, int max_logits, char *err, siz
 typedef struct {
     xi_model *m;
     const xi_batch *b;
-    int layer;
-    const xi_kv_store *kv;
-    xi_kv_view view;
+    xi_kv_view view;   /* the current layer's KV cache */
     int n_rows;
     const float *norm_w;
     float *src, *dst;
     int64_t width;
-    int rows_seq; /* index helpers for attention */
 } stage;
 
 static void norm_task(void *ctx, int ith, int nth) {
@@ -205,7 +202,7 @@ int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *log
         m->cap_scratch = bs;
     }
     const int T = b->n_tokens, hd = c->head_dim, half = hd / 2;
-    const int64_t h = c->hidden_size, qd = (int64_t)c->n_heads * hd;
+    const int64_t h = c->hidden_size;
 
     m->attn_cost[0] = 0;
     for (int i = 0; i < T; i++) {
@@ -219,10 +216,9 @@ int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *log
         }
     }
 
-    stage s = {.m = m, .b = b, .kv = kv, .n_rows = T};
+    stage s = {.m = m, .b = b, .n_rows = T};
     for (int l = 0; l < c->n_layers; l++) {
         const xi_layer *L = &m->layers[l];
-        s.layer = l;
         s.view = xi_kv_store_view(kv, l);
         run_norm(m, m->xn, m->x, L->attn_norm, T);
         xi_matmul(m->pool, m->ops, m->q, m->xn, T, &L->wq, L->bq);
@@ -239,7 +235,6 @@ int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *log
         xi_matmul(m->pool, m->ops, m->xn, m->gate, T, &L->wdown, NULL);
         for (int64_t i = 0; i < (int64_t)T * h; i++) m->x[i] += m->xn[i];
     }
-    (void)qd;
     if (b->n_logits > 0) {
         for (int i = 0; i < b->n_logits; i++)
             memcpy(m->hlast + (int64_t)i * h, m->x + (int64_t)b->logits_rows[i] * h,
