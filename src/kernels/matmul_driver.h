@@ -15,10 +15,12 @@ XI_INLINE void tile_cols(xi_dtype t, int R, const tile_io *io0, wsrc w, int64_t 
     tile_io io = *io0;
     int64_t n = 0;
     for (; n + CM <= nc; n += CM) {
+        io.pf = io0->pf && n + 2 * CM <= nc;
         tile(t, R, CM, &io, &w);
         io.y += CM;
         wsrc_advance(t, &w, CM);
     }
+    io.pf = 0;
     switch (nc - n) {
     case 1: tile(t, R, 1, &io, &w); break;
     case 2: tile(t, R, 2, &io, &w); break;
@@ -137,7 +139,7 @@ static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_
                 for (int64_t c = 0; c < C; c += PANEL_COLS) {
                     for (int64_t r = rb; r < re; r += 4) {
                         const int R = (int)XI_MIN((int64_t)4, re - r);
-                        const tile_io io = {y + r * ldy + n + c, ldy, x + r * ldx, ldx, K};
+                        const tile_io io = {y + r * ldy + n + c, ldy, x + r * ldx, ldx, K, 0};
                         cols_for(XI_F32, R)(&io, sc, XI_MIN((int64_t)PANEL_COLS, C - c));
                     }
                     wsrc_advance(XI_F32, &sc, PANEL_COLS);
@@ -173,7 +175,7 @@ static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, in
     if (rows > GEMM_MIN_ROWS && gemm_panel(y, ldy, x, ldx, rows, w, n0, n1) == 0) return;
     for (int64_t r = 0; r < rows; r += 4) {
         const int R = (int)XI_MIN((int64_t)4, rows - r);
-        const tile_io io = {y + r * ldy + n0, ldy, x + r * ldx, ldx, w->n_in};
+        const tile_io io = {y + r * ldy + n0, ldy, x + r * ldx, ldx, w->n_in, 1};
         cols_for(w->dtype, R)(&io, wsrc_at(w, n0), n1 - n0);
     }
 }

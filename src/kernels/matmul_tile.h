@@ -11,6 +11,12 @@ typedef struct {
     const float *x; /* x[r * ldx + k] */
     int64_t ldx;
     int64_t k; /* n_in */
+    /* Nonzero when the C columns after the tile's belong to the same weight, so the tile
+     * may prefetch them. Never set for an f32 panel (it sits in cache) nor for a weight's
+     * last tile: a prefetch past the end of a buffer can hit an unmapped page, and some
+     * cores (AMD Zen) then walk the page tables on every such prefetch, which made GEMMs
+     * over a small panel 3-4x slower. */
+    int pf;
 } tile_io;
 
 /* A tile's weight columns: column c's row at base + c * stride bytes. */

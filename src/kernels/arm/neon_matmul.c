@@ -55,8 +55,8 @@ XI_INLINE void q4_dequant8(const char *row, int64_t k, float32x4_t s, float32x4_
 
 /* Each tile prefetches the next tile's rows at its own offset (short rows end a tile before
  * the hardware prefetchers ramp up on the new streams). */
-#define PF_NEXT(c) if (c < C) __builtin_prefetch(w->base + (C + c) * w->stride + k * es);
-#define PF_NEXT_Q4(c) if (c < C) __builtin_prefetch(w->base + (C + c) * w->stride + k / 2);
+#define PF_NEXT(c) if (c < C && io->pf) __builtin_prefetch(w->base + (C + c) * w->stride + k * es);
+#define PF_NEXT_Q4(c) if (c < C && io->pf) __builtin_prefetch(w->base + (C + c) * w->stride + k / 2);
 
 XI_INLINE void finish_row(xi_dtype t, int C, const tile_io *io, int r, const wsrc *w,
                           float32x4_t v0, float32x4_t v1, float32x4_t v2, float32x4_t v3,

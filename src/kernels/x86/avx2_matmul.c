@@ -47,9 +47,9 @@ XI_INLINE __m256 q4_dequant8(const char *row, int64_t k, __m256 s, __m256 m) {
  * ramped up on its C new streams, so each tile prefetches the next tile's rows at the
  * offset it is reading itself, one line per row per 64 bytes. */
 #define PF_NEXT(c) \
-    if (c < C) _mm_prefetch(w->base + (C + c) * w->stride + k * es, _MM_HINT_T0);
+    if (c < C && io->pf) _mm_prefetch(w->base + (C + c) * w->stride + k * es, _MM_HINT_T0);
 #define PF_NEXT_Q4(c) \
-    if (c < C) _mm_prefetch(w->base + (C + c) * w->stride + k / 2, _MM_HINT_T0);
+    if (c < C && io->pf) _mm_prefetch(w->base + (C + c) * w->stride + k / 2, _MM_HINT_T0);
 #define FOR_COLS_Q4_PF FOR_COLS(PF_NEXT_Q4)
 
 /* Row r of a tile: sum each accumulator in the canonical order, add the tail, scale, store. */
