@@ -187,7 +187,6 @@ static int case_init(bench_case *c) {
             for (size_t k = 0; k < eb; k++) ((uint8_t *)d)[k] = (uint8_t)(frand() * 127.0f);
         }
         w->data = d;
-        if (xi_weight_block(w, c->block, NULL, 0)) return -1;
         const int64_t ns = c->dt == XI_Q4_AWQ ? n / gs : c->n_out;
         float *s = malloc((size_t)ns * 4);
         if (!s) return -1;
@@ -202,6 +201,7 @@ static int case_init(bench_case *c) {
             w->zero = z;
             w->group_size = gs;
         }
+        if (xi_weight_block(w, c->block, NULL, 0)) return -1;
     }
     return 0;
 }
@@ -234,6 +234,7 @@ static const char *blocked_name(xi_dtype t) {
     case XI_F32: return "f32/b8";
     case XI_F16: return "f16/b8";
     case XI_BF16: return "bf16/b8";
+    case XI_Q4_AWQ: return "awq/b16";
     default: return "int8/b8";
     }
 }
@@ -292,11 +293,12 @@ int main(int argc, char **argv) {
         if (quick && shapes[s].n_out > 100000) continue;
         for (size_t d = 0; d < XI_ARRAY_LEN(dts); d++) {
             /* ops: what the loader does; both: the variant's block whatever the row length */
-            const xi_weight shape = {.dtype = dts[d], .n_out = shapes[s].n_out, .n_in = shapes[s].n_in};
+            const xi_weight shape = {.dtype = dts[d], .n_out = shapes[s].n_out, .n_in = shapes[s].n_in,
+                                     .group_size = dts[d] == XI_Q4_AWQ ? 128 : 0};
             const int blk = !strcmp(layout, "row") ? 0
-                            : both                 ? ops->weight_block
+                            : both                 ? (dts[d] == XI_Q4_AWQ ? ops->q4_block : ops->weight_block)
                                                    : xi_weight_block_for(ops, &shape);
-            for (int b = 0; b < 1 + (both && blk && dts[d] != XI_Q4_AWQ); b++) {
+            for (int b = 0; b < 1 + (both && blk); b++) {
                 bench_case *c = &cases[n_cases++];
                 *c = (bench_case){.label = shapes[s].label, .dt = dts[d], .n_out = shapes[s].n_out,
                                   .n_in = shapes[s].n_in, .rows = shapes[s].rows,

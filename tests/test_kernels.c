@@ -115,7 +115,8 @@ typedef struct {
 static const wfmt FORMATS[] = {{XI_F32, 0, 0},     {XI_F16, 0, 0},     {XI_BF16, 0, 0},
                                {XI_Q8, 0, 0},      {XI_Q4_AWQ, 32, 0}, {XI_Q4_AWQ, 64, 0},
                                {XI_Q4_AWQ, 128, 0}, {XI_F32, 0, 8},    {XI_F16, 0, 8},
-                               {XI_BF16, 0, 8},    {XI_Q8, 0, 8}};
+                               {XI_BF16, 0, 8},    {XI_Q8, 0, 8},      {XI_Q4_AWQ, 32, 16},
+                               {XI_Q4_AWQ, 128, 16}};
 
 /* A random weight in format f; blocked formats round n_out up to a multiple of the block.
  * Returns whether the weight has the layout f asks for. */
@@ -245,17 +246,20 @@ TEST(test_kernels_matmul_bits_same_for_1_2_3_threads) {
 TEST(test_kernels_blocked_layout_gives_row_major_bits) {
     const xi_ops *ops[8];
     const int nv = xi_ops_available(ops, 8);
-    const xi_dtype dts[] = {XI_F32, XI_F16, XI_BF16, XI_Q8};
+    const xi_dtype dts[] = {XI_F32, XI_F16, XI_BF16, XI_Q8, XI_Q4_AWQ};
     for (size_t d = 0; d < XI_ARRAY_LEN(dts); d++) {
-        const int64_t N = 40, K = 901;
+        const int q4 = dts[d] == XI_Q4_AWQ, block = q4 ? 16 : 8;
+        const int64_t N = 40, K = q4 ? 5 * 32 : 901;
         test_weight tw;
-        weight_make(&tw, dts[d], N, K, 0);
+        weight_make(&tw, dts[d], N, K, 32);
         xi_weight bw = tw.w;
         void *copy = malloc((size_t)(N * K) * 4);
-        memcpy(copy, tw.data, (size_t)(N * K) * (dts[d] == XI_Q8 ? 1 : xi_dtype_size(dts[d])));
+        const size_t bytes = q4 ? (size_t)(N * K / 2)
+                                : (size_t)(N * K) * (dts[d] == XI_Q8 ? 1 : xi_dtype_size(dts[d]));
+        memcpy(copy, tw.data, bytes);
         bw.data = copy;
-        CHECK(xi_weight_block(&bw, 8, NULL, 0) == 0 && bw.block == 8);
-        CHECK(memcmp(copy, tw.data, (size_t)(N * K)) != 0); /* really moved */
+        CHECK(xi_weight_block(&bw, block, NULL, 0) == 0 && bw.block == block);
+        CHECK(memcmp(copy, tw.data, bytes) != 0); /* really moved */
         float *r0 = malloc((size_t)K * 4), *r1 = malloc((size_t)K * 4);
         int rows_same = 1;
         for (int64_t n = 0; n < N; n++) {

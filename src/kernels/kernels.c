@@ -33,13 +33,17 @@ void xi_matmul(xi_pool *pool, const xi_ops *ops, float *y, const float *x, int64
 }
 
 int xi_weight_block_for(const xi_ops *ops, const xi_weight *w) {
+    if (w->dtype == XI_Q4_AWQ) {
+        const int b = ops->q4_block;
+        return b && w->n_in % b == 0 && w->group_size > 0 && w->group_size % b == 0 ? b : 0;
+    }
     const int64_t es = w->dtype == XI_Q8 ? 1 : (int64_t)xi_dtype_size(w->dtype);
     return w->n_in * es < 8192 ? ops->weight_block : 0;
 }
 
 void xi_weight_row(const xi_weight *w, int64_t row, float *out) {
     const int64_t n = w->n_in;
-    if (w->block) { /* blocked: the row's elements are block apart */
+    if (w->block && w->dtype != XI_Q4_AWQ) { /* blocked: the row's elements are block apart */
         for (int64_t k = 0; k < n; k++) {
             const int64_t i = xi_weight_index(w, row, k);
             out[k] = xi_elem_f32(w->dtype, w->data, i) * (w->dtype == XI_Q8 ? w->scale[row] : 1.0f);
@@ -58,10 +62,9 @@ void xi_weight_row(const xi_weight *w, int64_t row, float *out) {
             out[k] = (float)((const int8_t *)w->data)[row * n + k] * w->scale[row];
         break;
     case XI_Q4_AWQ: {
-        const uint8_t *r = (const uint8_t *)w->data + row * (n / 2);
         const int64_t groups = n / w->group_size;
         for (int64_t k = 0; k < n; k++) {
-            int q = (k & 1) ? r[k / 2] >> 4 : r[k / 2] & 15;
+            const int q = xi_q4_at(w, row, k);
             int64_t g = k / w->group_size;
             out[k] = (float)(q - w->zero[row * groups + g]) * w->scale[row * groups + g];
         }

@@ -32,6 +32,10 @@
  *   A GEMV then reads the whole matrix as one sequential stream, which the hardware
  *   prefetchers follow even when rows are short (n_in = 896 is 1.8 KB of f16 per row).
  *   Scales stay [n_out]. block == 0 is the row-major layout above.
+ * Blocked Q4_AWQ (block == 16, n_in and group_size multiples of 16; xi_weight_block makes it):
+ *   rows stay [n_out][n_in/2], but each 8 bytes of a row hold 16 inputs k0..k0+15 as byte j =
+ *   input k0+j in the low nibble, k0+8+j in the high nibble, so one zero-extending byte load
+ *   and a mask or a shift give 8 consecutive inputs (no per-lane variable shifts).
  * Buffers are owned by whoever built the weight (the model loader). */
 typedef struct xi_weight {
     xi_dtype dtype;
@@ -40,13 +44,23 @@ typedef struct xi_weight {
     const float *scale;
     const uint8_t *zero;
     int group_size;
-    int block; /* 0: row-major; 8: blocked layout above */
+    int block; /* 0: row-major; 8 (F32/F16/BF16/Q8) or 16 (Q4_AWQ): blocked layouts above */
 } xi_weight;
 
 /* Element index of W[n, k] in w->data for the F32 / F16 / BF16 / Q8 layouts. */
 static inline int64_t xi_weight_index(const xi_weight *w, int64_t n, int64_t k) {
     if (w->block) return (n / w->block) * w->n_in * w->block + k * w->block + n % w->block;
     return n * w->n_in + k;
+}
+
+/* The 4-bit code of W[n, k] of a Q4_AWQ weight, in either layout. */
+static inline int xi_q4_at(const xi_weight *w, int64_t n, int64_t k) {
+    const uint8_t *row = (const uint8_t *)w->data + n * (w->n_in / 2);
+    if (w->block == 16) {
+        const uint8_t b = row[(k / 16) * 8 + k % 8];
+        return k & 8 ? b >> 4 : b & 15;
+    }
+    return k & 1 ? row[k / 2] >> 4 : row[k / 2] & 15;
 }
 
 /* One layer's view of the paged KV store. K of (block b, kv head h, slot t, dim d) is at
@@ -67,6 +81,8 @@ typedef struct xi_ops {
     /* The weight block (0 or 8) this variant's matmul reads fastest; the loader repacks
      * with xi_weight_block. Every variant computes any layout, with the same bits. */
     int weight_block;
+    /* The Q4_AWQ layout (0 or 16) this variant's matmul reads fastest. */
+    int q4_block;
     /* y[r * ldy + n] = sum_k x[r * ldx + k] * W[n, k] for r in [0, rows), n in [n0, n1). */
     void (*matmul)(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                    const xi_weight *w, int64_t n0, int64_t n1);
@@ -117,11 +133,13 @@ int xi_weight_quantize_q8(xi_weight *w, const void *src, xi_dtype src_dtype, int
                           size_t errlen);
 
 /* Repack an F32 / F16 / BF16 / Q8 row-major weight in place into the blocked layout (block
- * 8); a no-op returning 0 when block is 0, the weight is already blocked, another dtype, or
- * n_out % block != 0. w->data must be writable (the caller owns it). -1 with err set when
+ * 8), or a Q4_AWQ one into its block-16 layout; a no-op returning 0 when block is 0, the
+ * weight is already blocked, another dtype, n_out % block != 0 (dense), or a Q4_AWQ block
+ * other than 16 or whose n_in or group size 16 does not divide. w->data must be writable (the caller owns it). -1 with err set when
  * the one block of scratch cannot be allocated. */
 int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen);
-/* The block the loader should give w for ops: ops->weight_block when w's rows are short,
+/* The block the loader should give w for ops: for Q4_AWQ ops->q4_block where it applies;
+ * otherwise ops->weight_block when w's rows are short,
  * 0 (row-major) when a row is 8 KiB or more, where the 8 concurrent row streams of the
  * row-major GEMV tiles already run at the read bandwidth and beat one blocked stream
  * (measured with bench_kernels --layout both: f16 rows of 9.5 KiB 1.06 vs 0.80 blocked;

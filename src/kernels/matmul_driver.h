@@ -100,13 +100,14 @@ static float *panel_scratch(size_t bytes) {
 static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                       const xi_weight *w, int64_t n0, int64_t n1) {
     const int64_t K = w->n_in;
+    const int64_t B = w->dtype == XI_Q4_AWQ ? 0 : w->block; /* a dense blocked layout */
     /* Row-major weights convert PANEL_COLS columns per panel; blocked ones whole blocks, as
      * many as make a multiple of PANEL_COLS, so every tile is full width. */
     int64_t PC = PANEL_COLS;
-    if (w->block)
-        for (PC = w->block; PC % PANEL_COLS;) PC += w->block;
+    if (B)
+        for (PC = B; PC % PANEL_COLS;) PC += B;
     float *panel = NULL; /* [PC][K], this thread's scratch */
-    if (w->dtype != XI_F32 || w->block) {
+    if (w->dtype != XI_F32 || B) {
         panel = panel_scratch((size_t)(PC * K * 4));
         if (!panel) return -1;
     }
@@ -114,14 +115,14 @@ static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_
      * of up to 2 MiB of x (they stay in L3), which run inside it; a row-major panel is
      * refilled per row block. */
     const int64_t outer =
-        w->block ? XI_MAX(1, (2 << 20) / (K * 4) / GEMM_ROW_BLOCK) * GEMM_ROW_BLOCK : GEMM_ROW_BLOCK;
+        B ? XI_MAX(1, (2 << 20) / (K * 4) / GEMM_ROW_BLOCK) * GEMM_ROW_BLOCK : GEMM_ROW_BLOCK;
     for (int64_t ro = 0; ro < rows; ro += outer) {
         for (int64_t n = n0, C; n < n1; n += C) {
-            C = XI_MIN(w->block ? PC - n % w->block : (int64_t)PANEL_COLS, n1 - n);
+            C = XI_MIN(B ? PC - n % B : (int64_t)PANEL_COLS, n1 - n);
             wsrc s = wsrc_at(w, n);
-            if (panel && w->block) {
+            if (panel && B) {
                 for (int64_t c = 0, cc; c < C; c += cc) {
-                    cc = XI_MIN(w->block - (n + c) % w->block, C - c);
+                    cc = XI_MIN(B - (n + c) % B, C - c);
                     panel_block(panel + c * K, w, n + c, cc);
                 }
                 s = (wsrc){.base = (const char *)panel, .stride = (size_t)K * 4,
@@ -159,7 +160,7 @@ static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, in
         return;
     }
     if (n1 <= n0) return;
-    if (w->block) {
+    if (w->block && w->dtype != XI_Q4_AWQ) {
 #ifdef HAVE_BLOCKED_ROWS
         if (w->block == HAVE_BLOCKED_ROWS &&
             (rows <= GEMM_MIN_ROWS || gemm_panel(y, ldy, x, ldx, rows, w, n0, n1)))

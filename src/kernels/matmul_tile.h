@@ -26,6 +26,7 @@ typedef struct {
     const float *scale;  /* Q8: [C] multiplied at the end; Q4: [C][groups]; else NULL */
     const uint8_t *zero; /* Q4: [C][groups] */
     int64_t groups, gs;  /* Q4 */
+    int q4b;             /* Q4: the layout, 0 or 16 (kernels.h) */
 } wsrc;
 
 /* One F32 / F16 / BF16 / Q8 (unscaled) element as f32: the scalar tails of every variant. */
@@ -48,6 +49,7 @@ static inline wsrc wsrc_at(const xi_weight *w, int64_t n) {
     if (w->dtype == XI_Q4_AWQ) {
         s.groups = K / w->group_size;
         s.gs = w->group_size;
+        s.q4b = w->block;
         s.stride = (size_t)(K / 2);
         s.scale = w->scale + n * s.groups;
         s.zero = w->zero + n * s.groups;

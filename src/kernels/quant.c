@@ -128,8 +128,26 @@ int xi_weight_quantize_q8(xi_weight *w, const void *src, xi_dtype src_dtype, int
         ((T *)(void *)blk)[k * (size_t)block + (size_t)(c)] =             \
             ((const T *)(const void *)tmp)[(size_t)(c) * K + k];
 
+/* Q4_AWQ to block 16: per 8 bytes (16 inputs) of a row, byte j = input j | input 8+j << 4. */
+static void q4_block16(xi_weight *w) {
+    uint8_t *d = (uint8_t *)w->data; /* the caller owns it writable */
+    const size_t chunks = (size_t)(w->n_out * w->n_in / 16);
+    for (size_t c = 0; c < chunks; c++) {
+        uint8_t *b = d + c * 8, q[16];
+        for (int k = 0; k < 16; k++) q[k] = k & 1 ? b[k / 2] >> 4 : b[k / 2] & 15;
+        for (int j = 0; j < 8; j++) b[j] = (uint8_t)(q[j] | q[8 + j] << 4);
+    }
+    w->block = 16;
+}
+
 int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen) {
     const xi_dtype t = w->dtype;
+    if (t == XI_Q4_AWQ) {
+        if (block == 16 && !w->block && w->n_in % 16 == 0 && w->group_size > 0 &&
+            w->group_size % 16 == 0)
+            q4_block16(w);
+        return 0;
+    }
     if (block <= 0 || w->block || w->n_out % block ||
         (t != XI_F32 && t != XI_F16 && t != XI_BF16 && t != XI_Q8))
         return 0;

@@ -17,8 +17,7 @@ static inline float weight_at(const xi_weight *w, int64_t n, int64_t k) {
     switch (w->dtype) {
     case XI_Q8: return (float)((const int8_t *)w->data)[xi_weight_index(w, n, k)] * w->scale[n];
     case XI_Q4_AWQ: {
-        const uint8_t *row = (const uint8_t *)w->data + n * (w->n_in / 2);
-        int q = (k & 1) ? row[k / 2] >> 4 : row[k / 2] & 15;
+        const int q = xi_q4_at(w, n, k);
         int64_t groups = w->n_in / w->group_size, g = k / w->group_size;
         return (float)(q - w->zero[n * groups + g]) * w->scale[n * groups + g];
     }

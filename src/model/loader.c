@@ -180,7 +180,7 @@ static int load_awq(xi_model *m, xi_weight *w, const char *module, int64_t rows,
     }
     m->n_params += rows * cols;
     m->weight_bytes += (int64_t)(qw->nbytes + qz->nbytes + sc->nbytes);
-    return 0;
+    return xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
 }
 
 /* A linear layer's weight `module`.weight [rows, cols]: AWQ int4, int8 quantized at load, or

@@ -17,7 +17,14 @@
 /* Q4_AWQ: the little-endian u32 at byte k/2 holds inputs k..k+7 in nibbles 0..7; *lo gets
  * k..k+3 and *hi k+4..k+7, each dequantized as fma(q, s, m). */
 XI_INLINE void q4_dequant8(const char *row, int64_t k, float32x4_t s, float32x4_t m,
-                           float32x4_t *lo, float32x4_t *hi) {
+                           float32x4_t *lo, float32x4_t *hi, int q4b) {
+    if (q4b == 16) { /* block 16 (kernels.h): the 8 bytes of k's 16 inputs, one nibble each */
+        const uint8x8_t b = vld1_u8((const uint8_t *)row + (k / 16) * 8);
+        const uint16x8_t h = vmovl_u8(k & 8 ? vshr_n_u8(b, 4) : vand_u8(b, vdup_n_u8(15)));
+        *lo = vfmaq_f32(m, vcvtq_f32_u32(vmovl_u16(vget_low_u16(h))), s);
+        *hi = vfmaq_f32(m, vcvtq_f32_u32(vmovl_u16(vget_high_u16(h))), s);
+        return;
+    }
     uint32_t u;
     memcpy(&u, row + k / 2, 4);
     const uint32x4_t v = vdupq_n_u32(u), mask = vdupq_n_u32(15);
@@ -46,7 +53,7 @@ XI_INLINE void q4_dequant8(const char *row, int64_t k, float32x4_t s, float32x4_
 #define W_DENSE(c) const float32x4_t w##c = c < C ? neon_load4(t, w->base + c * w->stride, k) : zero;
 #define W_Q4(c)                                                                             \
     float32x4_t w##c = zero, wh##c = zero;                                                  \
-    if (c < C) q4_dequant8(w->base + c * w->stride, k, s##c, m##c, &w##c, &wh##c);
+    if (c < C) q4_dequant8(w->base + c * w->stride, k, s##c, m##c, &w##c, &wh##c, w->q4b);
 #define Q4_SCALE(c)                                                                         \
     const float32x4_t s##c = c < C ? vdupq_n_f32(w->scale[c * w->groups + g]) : zero;      \
     const float32x4_t m##c = c < C ? vdupq_n_f32(q4_offset(w->zero[c * w->groups + g],     \
@@ -116,7 +123,7 @@ static void panel_column(float *dst, const xi_weight *w, int64_t n) {
             const float32x4_t mv = vdupq_n_f32(q4_offset(s.zero[g], s.scale[g]));
             for (int64_t k = g * s.gs; k < (g + 1) * s.gs; k += 8) {
                 float32x4_t lo, hi;
-                q4_dequant8(s.base, k, sv, mv, &lo, &hi);
+                q4_dequant8(s.base, k, sv, mv, &lo, &hi, s.q4b);
                 vst1q_f32(dst + k, lo);
                 vst1q_f32(dst + k + 4, hi);
             }

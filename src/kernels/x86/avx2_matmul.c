@@ -24,6 +24,16 @@ XI_INLINE __m256 q4_dequant8(const char *row, int64_t k, __m256 s, __m256 m) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), s, m);
 }
 
+/* Q4_AWQ block 16 (kernels.h): inputs k..k+15 (k % 16 == 0) of a packed row, dequantized
+ * as q4_dequant8 does, *lo = k..k+7 and *hi = k+8..k+15: one zero-extending load of 8 bytes,
+ * then a mask for the low nibbles and a shift for the high ones. */
+XI_INLINE void q4b_dequant16(const char *row, int64_t k, __m256 s, __m256 m, __m256 *lo,
+                             __m256 *hi) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + k / 2)));
+    *lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(15))), s, m);
+    *hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), s, m);
+}
+
 /* Tiles keep each accumulator in its own named variable a<r><c> (GCC spills arrays of
  * vectors); the shape guards are compile-time constants after inlining. */
 #define FOR_COLS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
@@ -35,6 +45,17 @@ XI_INLINE __m256 q4_dequant8(const char *row, int64_t k, __m256 s, __m256 m) {
 #define ACC_DECL(r, c) __m256 a##r##c = _mm256_setzero_ps();
 #define X_LOAD(r) const __m256 x##r = r < R ? _mm256_loadu_ps(io->x + r * io->ldx + k) : zero;
 #define ACC_FMA(r, c) if (r < R && c < C) a##r##c = _mm256_fmadd_ps(x##r, w##c, a##r##c);
+#define X_LOAD2(r)                                                                          \
+    const __m256 x##r = r < R ? _mm256_loadu_ps(io->x + r * io->ldx + k) : zero;            \
+    const __m256 xh##r = r < R ? _mm256_loadu_ps(io->x + r * io->ldx + k + 8) : zero;
+#define ACC_FMA2(r, c)                                                                      \
+    if (r < R && c < C) {                                                                   \
+        a##r##c = _mm256_fmadd_ps(x##r, w##c, a##r##c);                                     \
+        a##r##c = _mm256_fmadd_ps(xh##r, wh##c, a##r##c);                                   \
+    }
+#define W_Q4B(c)                                                                            \
+    __m256 w##c = zero, wh##c = zero;                                                       \
+    if (c < C) q4b_dequant16(w->base + c * w->stride, k, s##c, m##c, &w##c, &wh##c);
 #define W_DENSE(c) const __m256 w##c = c < C ? avx2_load8(t, w->base + c * w->stride, k) : zero;
 #define W_Q4(c) const __m256 w##c = c < C ? q4_dequant8(w->base + c * w->stride, k, s##c, m##c) : zero;
 #define Q4_SCALE(c)                                                                         \
@@ -72,7 +93,18 @@ XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) 
     const int64_t K = io->k, K8 = K & ~(int64_t)7;
     const __m256 zero = _mm256_setzero_ps();
     FOR_TILE(ACC_DECL)
-    if (t == XI_Q4_AWQ) {
+    if (t == XI_Q4_AWQ && w->q4b == 16) {
+        /* Two 8-lane steps per 16 inputs, in the same order as the row-major loop below. */
+        for (int64_t g = 0, k = 0; k < K; g++) {
+            FOR_COLS(Q4_SCALE)
+            for (const int64_t ke = k + w->gs; k < ke; k += 16) {
+                if (!(k & 127)) FOR_COLS_Q4_PF
+                FOR_COLS(W_Q4B)
+                FOR_ROWS(X_LOAD2)
+                FOR_TILE(ACC_FMA2)
+            }
+        }
+    } else if (t == XI_Q4_AWQ) {
         for (int64_t g = 0, k = 0; k < K; g++) {
             FOR_COLS(Q4_SCALE)
             for (const int64_t ke = k + w->gs; k < ke; k += 8) {
@@ -111,6 +143,15 @@ static void panel_column(float *dst, const xi_weight *w, int64_t n) {
         for (int64_t g = 0; g < s.groups; g++) {
             const __m256 sv = _mm256_set1_ps(s.scale[g]);
             const __m256 mv = _mm256_set1_ps(q4_offset(s.zero[g], s.scale[g]));
+            if (s.q4b == 16) {
+                for (int64_t k = g * s.gs; k < (g + 1) * s.gs; k += 16) {
+                    __m256 lo, hi;
+                    q4b_dequant16(s.base, k, sv, mv, &lo, &hi);
+                    _mm256_storeu_ps(dst + k, lo);
+                    _mm256_storeu_ps(dst + k + 8, hi);
+                }
+                continue;
+            }
             for (int64_t k = g * s.gs; k < (g + 1) * s.gs; k += 8)
                 _mm256_storeu_ps(dst + k, q4_dequant8(s.base, k, sv, mv));
         }

@@ -98,6 +98,7 @@ static void avx2_silu_mul(float *y, const float *gate, const float *up, int64_t 
 static const xi_ops avx2_ops = {
     .name = "avx2",
     .weight_block = 8,
+    .q4_block = 16,
     .matmul = xi_avx2_matmul,
     .attn = attn_driver,
     .rmsnorm = avx2_rmsnorm,
