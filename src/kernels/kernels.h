@@ -31,6 +31,8 @@
  *   input k, so element (n, k) is at (n/8) * n_in * 8 + k * 8 + n % 8 (xi_weight_index).
  *   A GEMV then reads the whole matrix as one sequential stream, which the hardware
  *   prefetchers follow even when rows are short (n_in = 896 is 1.8 KB of f16 per row).
+ *   A variant may sum this layout in an order of its own (lanes = columns); it must still be
+ *   the same for every row count, tile and thread split.
  *   Scales stay [n_out]. block == 0 is the row-major layout above.
  * Blocked Q4_AWQ (block == 16, n_in and group_size multiples of 16; xi_weight_block makes it):
  *   rows stay [n_out][n_in/2], but each 8 bytes of a row hold 16 inputs k0..k0+15 as byte j =

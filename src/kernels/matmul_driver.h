@@ -4,7 +4,8 @@
  *   panel_column(dst, w, n)  column n of w as the exact f32 values tile() would use
  *   TILE_COLS(t, R), PANEL_COLS, GEMM_MIN_ROWS, GEMM_ROW_BLOCK
  * and optionally, for blocked weights (kernels.h), HAVE_BLOCKED_ROWS (the block it handles)
- * and blocked_rows(...) with the xi_ops.matmul signature and the same bits as tile().
+ * and blocked_rows(...) with the xi_ops.matmul signature, which then computes every row
+ * count of that layout in one summation order of its own.
  * It defines `static void matmul_driver(...)` with the xi_ops.matmul signature. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -162,10 +163,10 @@ static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, in
     if (n1 <= n0) return;
     if (w->block && w->dtype != XI_Q4_AWQ) {
 #ifdef HAVE_BLOCKED_ROWS
-        if (w->block == HAVE_BLOCKED_ROWS &&
-            (rows <= GEMM_MIN_ROWS || gemm_panel(y, ldy, x, ldx, rows, w, n0, n1)))
+        if (w->block == HAVE_BLOCKED_ROWS) {
             blocked_rows(y, ldy, x, ldx, rows, w, n0, n1);
-        if (w->block == HAVE_BLOCKED_ROWS) return;
+            return;
+        }
 #endif
         /* A variant without a blocked GEMV converts the columns to an f32 panel even for
          * one row; only the loader's choice (xi_ops.weight_block) makes weights blocked. */

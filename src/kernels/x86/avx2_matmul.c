@@ -6,7 +6,8 @@
  * k % 8 tail is added one scalar FMA at a time, then (Q8) the sum is multiplied by scale[n].
  * For Q4_AWQ, W[n, k] is first dequantized as fma(q, s, -z * s) for k's group. Every path
  * below (GEMV tiles, small-batch tiles, GEMM over an f32 panel, any tile edge) performs
- * exactly these operations per element, so results do not depend on rows, tiles or threads. */
+ * exactly these operations per element, so results do not depend on rows, tiles or threads.
+ * The dense blocked layout (block 8) has an order of its own, described at blocked_rows. */
 #include "kernels/x86/avx2_common.h"
 
 #define GEMM_MIN_ROWS 8   /* above this, weights are converted once into an f32 panel */
@@ -162,102 +163,117 @@ static void panel_column(float *dst, const xi_weight *w, int64_t n) {
     for (; k < K; k++) dst[k] = xi_elem_f32(w->dtype, s.base, k);
 }
 
-/* Blocked weights (block 8): the 8 columns of one block for one row of x. Accumulator a<j>
- * holds, for each of the 8 columns, lane j of the canonical order (k = 8i + j, i ascending);
- * combining them as ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)) is avx2_hsum4's order per column,
- * and the tail and Q8 scale follow finish_row, so the bits equal the row-major tiles'. The
- * weights are one sequential stream of 8 * es bytes per k. */
-XI_INLINE __m256 block8(xi_dtype t, const float *x, const char *blk, int64_t K,
-                        const float *scale) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-           a7 = a0;
-    int64_t k = 0;
-#define BLOCK_FMA(j) \
-    a##j = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + j), avx2_load8(t, blk, (k + j) * 8), a##j);
-    /* One stream, but a software prefetch this many bytes ahead still gains 5-10% for the
-     * narrow types (measured; none helps f32, whose 8 k move 256 bytes). */
-    const int64_t es = t == XI_F32 ? 4 : t == XI_Q8 ? 1 : 2, pf = t == XI_Q8 ? 2048 : 1024;
-    for (; k + 8 <= K; k += 8) {
-        if (t != XI_F32)
-            for (int64_t l = 0; l < es; l++) _mm_prefetch(blk + k * 8 * es + l * 64 + pf, _MM_HINT_T0);
-        BLOCK_FMA(0) BLOCK_FMA(1) BLOCK_FMA(2) BLOCK_FMA(3)
-        BLOCK_FMA(4) BLOCK_FMA(5) BLOCK_FMA(6) BLOCK_FMA(7)
+/* Blocked weights (block 8, kernels.h) have their own summation order: lane c of a block's
+ * vector is column c, and y[r, n] is one FMA chain over k ascending from 0, then (Q8) times
+ * scale[n]. Every row count and tile shape below performs exactly that, so a row's bits do
+ * not depend on the batch or the thread split; they differ from the row-major layout's order
+ * by fp32 rounding only. A tile is R rows x NB blocks: each k converts NB weight vectors once
+ * for all R rows and broadcasts R inputs once for all NB blocks, with no transposes. */
+#define FOR_B(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
+#define FOR_RB(OP)                                                                          \
+    FOR_B(OP##0) FOR_B(OP##1) FOR_B(OP##2) FOR_B(OP##3)
+#define BACC0(b) __m256 a0##b = _mm256_setzero_ps();
+#define BACC1(b) __m256 a1##b = _mm256_setzero_ps();
+#define BACC2(b) __m256 a2##b = _mm256_setzero_ps();
+#define BACC3(b) __m256 a3##b = _mm256_setzero_ps();
+#define BW(b) const __m256 w##b = b < NB ? avx2_load8(t, blk + b * bstride, k * 8) : zero;
+#define BPF(b) if (b < NB) _mm_prefetch(blk + b * bstride + k * 8 * es + 512, _MM_HINT_T0);
+#define BX(r) const __m256 x##r = r < R ? _mm256_broadcast_ss(x + r * ldx + k) : zero;
+#define BFMA_R(r, b) if (r < R && b < NB) a##r##b = _mm256_fmadd_ps(x##r, w##b, a##r##b);
+#define BFMA0(b) BFMA_R(0, b)
+#define BFMA1(b) BFMA_R(1, b)
+#define BFMA2(b) BFMA_R(2, b)
+#define BFMA3(b) BFMA_R(3, b)
+#define BST_R(r, b) if (r < R && b < NB) bstore(y + r * ldy + b * 8, a##r##b, sc, b, lo, hi);
+#define BST0(b) BST_R(0, b)
+#define BST1(b) BST_R(1, b)
+#define BST2(b) BST_R(2, b)
+#define BST3(b) BST_R(3, b)
+
+/* Store columns [lo, hi) (relative to the tile's first column) of block b, scaled for Q8. */
+XI_INLINE void bstore(float *y, __m256 v, const float *sc, int b, int64_t lo, int64_t hi) {
+    if (sc) v = _mm256_mul_ps(v, _mm256_loadu_ps(sc + b * 8));
+    if (lo <= b * 8 && hi >= b * 8 + 8) {
+        _mm256_storeu_ps(y, v);
+        return;
     }
-#undef BLOCK_FMA
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    for (; k < K; k++)
-        s = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k), avx2_load8(t, blk, k * 8), s);
-    if (scale) s = _mm256_mul_ps(s, _mm256_loadu_ps(scale));
-    return s;
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    for (int64_t c = XI_MAX(lo - b * 8, 0); c < XI_MIN(hi - b * 8, 8); c++) y[c] = tmp[c];
 }
 
-/* Rows [0, rows) x columns [n0, n1) of a blocked weight, block by block: a block (8 n_in
- * elements) stays in L1/L2 while every row reads it. Partial blocks at the range edges are
- * computed whole and only their columns in range stored. */
-XI_INLINE void blocked_rows_t(xi_dtype t, float *y, int64_t ldy, const float *x, int64_t ldx,
-                              int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
-    const int64_t K = w->n_in, es = t == XI_F32 ? 4 : t == XI_Q8 ? 1 : 2;
-    for (int64_t b = n0 / 8; b * 8 < n1; b++) {
-        const char *blk = (const char *)w->data + b * 8 * K * es;
-        const float *sc = t == XI_Q8 ? w->scale + b * 8 : NULL;
-        const int64_t lo = XI_MAX(n0, b * 8), hi = XI_MIN(n1, b * 8 + 8);
-        for (int64_t r = 0; r < rows; r++) {
-            const __m256 v = block8(t, x + r * ldx, blk, K, sc);
-            if (lo == b * 8 && hi == b * 8 + 8) {
-                _mm256_storeu_ps(y + r * ldy + b * 8, v);
-            } else {
-                float tmp[8];
-                _mm256_storeu_ps(tmp, v);
-                for (int64_t n = lo; n < hi; n++) y[r * ldy + n] = tmp[n - b * 8];
+/* R rows x NB blocks starting at block pointer blk; y points at the first block's column 0
+ * of row 0; columns outside [lo, hi) of the tile are computed and not stored. */
+XI_INLINE void btile(xi_dtype t, int R, int NB, float *y, int64_t ldy, const float *x,
+                     int64_t ldx, const char *blk, size_t bstride, int64_t K, const float *sc,
+                     int64_t lo, int64_t hi) {
+    const __m256 zero = _mm256_setzero_ps();
+    const int64_t es = t == XI_F32 ? 4 : t == XI_Q8 ? 1 : 2;
+    FOR_B(BACC0) FOR_B(BACC1) FOR_B(BACC2) FOR_B(BACC3)
+    for (int64_t k = 0; k < K; k++) {
+        /* a few lines ahead on each block's stream, once per 64 bytes */
+        if (R == 1 && !((k * 8 * es) & 63) && (size_t)(k * 8 * es) + 512 < bstride) FOR_B(BPF)
+        FOR_B(BW)
+        BX(0) BX(1) BX(2) BX(3)
+        FOR_B(BFMA0) FOR_B(BFMA1) FOR_B(BFMA2) FOR_B(BFMA3)
+    }
+    FOR_B(BST0) FOR_B(BST1) FOR_B(BST2) FOR_B(BST3)
+}
+
+/* Blocks per tile for R rows within 16 ymm registers. */
+#define BTILE_NB(R) ((R) == 1 ? 8 : (R) == 2 ? 6 : (R) == 3 ? 4 : 3)
+
+typedef void (*btile_fn)(float *, int64_t, const float *, int64_t, const char *, size_t, int64_t,
+                         const float *, int64_t, int64_t);
+#define BT_FN(T, R, NB)                                                                        \
+    static void bt_##T##_##R##_##NB(float *y, int64_t ldy, const float *x, int64_t ldx,         \
+                                    const char *blk, size_t bs, int64_t K, const float *sc,     \
+                                    int64_t lo, int64_t hi) {                                   \
+        btile(XI_##T, R, NB, y, ldy, x, ldx, blk, bs, K, sc, lo, hi);                           \
+    }
+#define BT_FNS(T)                                                                              \
+    BT_FN(T, 1, 1) BT_FN(T, 1, 2) BT_FN(T, 1, 3) BT_FN(T, 1, 4) BT_FN(T, 1, 5) BT_FN(T, 1, 6)  \
+    BT_FN(T, 1, 7) BT_FN(T, 1, 8) BT_FN(T, 2, 1) BT_FN(T, 2, 2) BT_FN(T, 2, 3) BT_FN(T, 2, 4)  \
+    BT_FN(T, 2, 5) BT_FN(T, 2, 6) BT_FN(T, 3, 1) BT_FN(T, 3, 2) BT_FN(T, 3, 3) BT_FN(T, 3, 4)  \
+    BT_FN(T, 4, 1) BT_FN(T, 4, 2) BT_FN(T, 4, 3)
+BT_FNS(F32)
+BT_FNS(F16)
+BT_FNS(BF16)
+BT_FNS(Q8)
+#define BT_ROW(T)                                                                              \
+    {{bt_##T##_1_1, bt_##T##_1_2, bt_##T##_1_3, bt_##T##_1_4, bt_##T##_1_5, bt_##T##_1_6,      \
+      bt_##T##_1_7, bt_##T##_1_8},                                                             \
+     {bt_##T##_2_1, bt_##T##_2_2, bt_##T##_2_3, bt_##T##_2_4, bt_##T##_2_5, bt_##T##_2_6},      \
+     {bt_##T##_3_1, bt_##T##_3_2, bt_##T##_3_3, bt_##T##_3_4},                                 \
+     {bt_##T##_4_1, bt_##T##_4_2, bt_##T##_4_3}}
+static const btile_fn BTILES[4][4][8] = {BT_ROW(F32), BT_ROW(F16), BT_ROW(BF16), BT_ROW(Q8)};
+
+/* Rows [0, rows) x columns [n0, n1) of a blocked weight. Few rows: one pass of the widest
+ * tiles over the blocks. Many: per block of rows (x stays in L2), per 3 blocks (they stay in
+ * L2), 4-row tiles down the row block. */
+static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
+                         const xi_weight *w, int64_t n0, int64_t n1) {
+    const int64_t K = w->n_in, b0 = n0 / 8, b1 = (n1 + 7) / 8;
+    const int ti = w->dtype == XI_F16 ? 1 : w->dtype == XI_BF16 ? 2 : w->dtype == XI_Q8 ? 3 : 0;
+    const size_t es = w->dtype == XI_F32 ? 4 : w->dtype == XI_Q8 ? 1 : 2, bs = (size_t)(8 * K) * es;
+    const int64_t RB = rows < 4 ? rows : GEMM_ROW_BLOCK;
+    for (int64_t rb = 0; rb < rows; rb += RB) {
+        const int64_t re = XI_MIN(rows, rb + RB);
+        const int NBmax = BTILE_NB((int)XI_MIN((int64_t)4, re - rb));
+        for (int64_t b = b0; b < b1; b += NBmax) {
+            const int NB = (int)XI_MIN((int64_t)NBmax, b1 - b);
+            const char *blk = (const char *)w->data + (size_t)b * bs;
+            const float *sc = w->dtype == XI_Q8 ? w->scale + b * 8 : NULL;
+            for (int64_t r = rb; r < re; r += 4) {
+                const int R = (int)XI_MIN((int64_t)4, re - r);
+                BTILES[ti][R - 1][XI_MIN(NB, BTILE_NB(R)) - 1](
+                    y + r * ldy + b * 8, ldy, x + r * ldx, ldx, blk, bs, K, sc, n0 - b * 8,
+                    n1 - b * 8);
             }
         }
     }
 }
-
-static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
-                         const xi_weight *w, int64_t n0, int64_t n1) {
-    switch (w->dtype) {
-    case XI_F16: blocked_rows_t(XI_F16, y, ldy, x, ldx, rows, w, n0, n1); break;
-    case XI_BF16: blocked_rows_t(XI_BF16, y, ldy, x, ldx, rows, w, n0, n1); break;
-    case XI_Q8: blocked_rows_t(XI_Q8, y, ldy, x, ldx, rows, w, n0, n1); break;
-    default: blocked_rows_t(XI_F32, y, ldy, x, ldx, rows, w, n0, n1); break;
-    }
-}
 #define HAVE_BLOCKED_ROWS 8
-
-/* The driver's panel_block for block 8: per 8 inputs, the 8 columns' vectors are transposed
- * 8x8 so each column's 8 values go out as one store. Conversions are exact, so the values
- * are those of panel_column. */
-static void panel_block(float *panel, const xi_weight *w, int64_t n, int64_t C) {
-    const int64_t K = w->n_in, K8 = K & ~(int64_t)7, c0 = n % 8;
-    const xi_dtype t = w->dtype;
-    const size_t es = t == XI_Q8 ? 1 : xi_dtype_size(t);
-    const char *blk = (const char *)w->data + (size_t)((n / 8) * K * 8) * es;
-    for (int64_t k = 0; k < K8; k += 8) {
-        __m256 r[8], u[8], v[8];
-        for (int i = 0; i < 8; i++) r[i] = avx2_load8(t, blk, (k + i) * 8);
-        for (int i = 0; i < 8; i += 2) {
-            u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-            u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-        }
-        for (int i = 0; i < 8; i += 4) {
-            v[i] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-            v[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-            v[i + 2] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-            v[i + 3] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-        }
-        for (int i = 0; i < 4; i++) {
-            r[i] = _mm256_permute2f128_ps(v[i], v[i + 4], 0x20);     /* column i */
-            r[i + 4] = _mm256_permute2f128_ps(v[i], v[i + 4], 0x31); /* column i + 4 */
-        }
-        for (int64_t c = 0; c < C; c++) _mm256_storeu_ps(panel + c * K + k, r[c0 + c]);
-    }
-    for (int64_t k = K8; k < K; k++)
-        for (int64_t c = 0; c < C; c++)
-            panel[c * K + k] = xi_elem_f32(t, blk, k * 8 + c0 + c);
-}
-#define HAVE_PANEL_BLOCK
 
 #include "kernels/matmul_driver.h"
 
