@@ -46,16 +46,19 @@ COLS_FNS(f16_, XI_F16)
 COLS_FNS(bf16_, XI_BF16)
 COLS_FNS(q8_, XI_Q8)
 COLS_FNS(q4_, XI_Q4_AWQ)
+COLS_FNS(q4p_, XI_Q4_PANEL)
 
 static cols_fn cols_for(xi_dtype t, int R) {
-    static const cols_fn fns[5][4] = {
+    static const cols_fn fns[6][4] = {
         {cols_f32_1, cols_f32_2, cols_f32_3, cols_f32_4},
         {cols_f16_1, cols_f16_2, cols_f16_3, cols_f16_4},
         {cols_bf16_1, cols_bf16_2, cols_bf16_3, cols_bf16_4},
         {cols_q8_1, cols_q8_2, cols_q8_3, cols_q8_4},
         {cols_q4_1, cols_q4_2, cols_q4_3, cols_q4_4},
+        {cols_q4p_1, cols_q4p_2, cols_q4p_3, cols_q4p_4},
     };
-    const int i = t == XI_F16 ? 1 : t == XI_BF16 ? 2 : t == XI_Q8 ? 3 : t == XI_Q4_AWQ ? 4 : 0;
+    const int i = t == XI_F16 ? 1 : t == XI_BF16 ? 2 : t == XI_Q8 ? 3 : t == XI_Q4_AWQ ? 4
+                : t == XI_Q4_PANEL ? 5 : 0;
     return fns[i][R - 1];
 }
 
@@ -117,6 +120,7 @@ static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_
      * refilled per row block. */
     const int64_t outer =
         B ? XI_MAX(1, (2 << 20) / (K * 4) / GEMM_ROW_BLOCK) * GEMM_ROW_BLOCK : GEMM_ROW_BLOCK;
+    const xi_dtype pt = w->dtype == XI_Q4_AWQ ? XI_Q4_PANEL : XI_F32; /* the panel's tiles */
     for (int64_t ro = 0; ro < rows; ro += outer) {
         for (int64_t n = n0, C; n < n1; n += C) {
             C = XI_MIN(B ? PC - n % B : (int64_t)PANEL_COLS, n1 - n);
@@ -131,7 +135,7 @@ static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_
             } else if (panel) {
                 for (int64_t c = 0; c < C; c++) panel_column(panel + c * K, w, n + c);
                 s = (wsrc){.base = (const char *)panel, .stride = (size_t)K * 4,
-                           .scale = w->dtype == XI_Q8 ? w->scale + n : NULL};
+                           .scale = s.scale, .groups = s.groups, .gs = s.gs};
             }
             /* PANEL_COLS columns at a time over every row tile, so those columns stay in L1
              * while x streams from L2, however many columns the panel holds. */
@@ -142,9 +146,9 @@ static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_
                     for (int64_t r = rb; r < re; r += 4) {
                         const int R = (int)XI_MIN((int64_t)4, re - r);
                         const tile_io io = {y + r * ldy + n + c, ldy, x + r * ldx, ldx, K, 0};
-                        cols_for(XI_F32, R)(&io, sc, XI_MIN((int64_t)PANEL_COLS, C - c));
+                        cols_for(pt, R)(&io, sc, XI_MIN((int64_t)PANEL_COLS, C - c));
                     }
-                    wsrc_advance(XI_F32, &sc, PANEL_COLS);
+                    wsrc_advance(pt, &sc, PANEL_COLS);
                 }
             }
         }

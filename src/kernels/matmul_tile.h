@@ -39,8 +39,11 @@ static inline float xi_elem_f32(xi_dtype t, const void *p, int64_t i) {
     }
 }
 
-/* Q4_AWQ dequantizes as fma(q, s, q4_offset(z, s)) = q * s - z * s. */
-static inline float q4_offset(uint8_t z, float s) { return -((float)z * s); }
+
+/* A tile-internal format: columns of an f32 panel holding a Q4_AWQ weight's q - z (exact),
+ * with wsrc's scale / groups / gs of the weight, so the tile applies the scales per group
+ * exactly as the direct Q4_AWQ tiles do. */
+#define XI_Q4_PANEL XI_DTYPE_COUNT
 
 /* The weight columns [n, ...) of w. */
 static inline wsrc wsrc_at(const xi_weight *w, int64_t n) {
@@ -63,9 +66,9 @@ static inline wsrc wsrc_at(const xi_weight *w, int64_t n) {
 
 static inline void wsrc_advance(xi_dtype t, wsrc *w, int C) {
     w->base += (size_t)C * w->stride;
-    if (t == XI_Q4_AWQ) {
+    if (t == XI_Q4_AWQ || t == XI_Q4_PANEL) {
         w->scale += C * w->groups;
-        w->zero += C * w->groups;
+        if (w->zero) w->zero += C * w->groups;
     } else if (w->scale) {
         w->scale += C;
     }

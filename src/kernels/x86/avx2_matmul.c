@@ -4,7 +4,8 @@
  * lane l accumulates x[r, k] * W[n, k] for k = 8i + l, i ascending, one FMA each. Then the
  * lanes are summed as ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)) (avx2_hsum4's order), then the
  * k % 8 tail is added one scalar FMA at a time, then (Q8) the sum is multiplied by scale[n].
- * For Q4_AWQ, W[n, k] is first dequantized as fma(q, s, -z * s) for k's group. Every path
+ * Q4_AWQ runs that order per group over (q - z) (exact), and folds each group's sum S_g as
+ * y = fma(S_g, scale_g, y) from y = 0, g ascending (tile_q4). Every path
  * below (GEMV tiles, small-batch tiles, GEMM over an f32 panel, any tile edge) performs
  * exactly these operations per element, so results do not depend on rows, tiles or threads.
  * The dense blocked layout (block 8) has an order of its own, described at blocked_rows. */
@@ -14,25 +15,31 @@
 #define GEMM_ROW_BLOCK 32 /* rows whose x stays in L2 while a column panel is reused */
 #define PANEL_COLS 3
 
-/* Q4_AWQ dequantization of 8 inputs starting at k (k % 8 == 0) of a packed row: the
- * little-endian u32 at byte k/2 holds inputs k..k+7 in nibbles 0..7. */
-XI_INLINE __m256 q4_dequant8(const char *row, int64_t k, __m256 s, __m256 m) {
+/* Q4_AWQ: q - z, exactly, for 8 codes in the low bits of each lane of q (the rest zero):
+ * OR-ing a code into the mantissa of 2^23 gives 2^23 + q, and bz = 2^23 + z is subtracted,
+ * both exact, with no int-to-float conversion (a slow port on some cores). */
+XI_INLINE __m256 q4_minus_z(__m256i q, __m256 bz) {
+    return _mm256_sub_ps(_mm256_castsi256_ps(_mm256_or_si256(q, _mm256_set1_epi32(0x4B000000))), bz);
+}
+
+/* Row-major Q4_AWQ: q - z of inputs k..k+7 (k % 8 == 0); the little-endian u32 at byte k/2
+ * holds them in nibbles 0..7. */
+XI_INLINE __m256 q4_codes8(const char *row, int64_t k, __m256 bz) {
     int32_t u;
     memcpy(&u, row + k / 2, 4);
     const __m256i q = _mm256_and_si256(
         _mm256_srlv_epi32(_mm256_set1_epi32(u), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
         _mm256_set1_epi32(15));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), s, m);
+    return q4_minus_z(q, bz);
 }
 
-/* Q4_AWQ block 16 (kernels.h): inputs k..k+15 (k % 16 == 0) of a packed row, dequantized
- * as q4_dequant8 does, *lo = k..k+7 and *hi = k+8..k+15: one zero-extending load of 8 bytes,
- * then a mask for the low nibbles and a shift for the high ones. */
-XI_INLINE void q4b_dequant16(const char *row, int64_t k, __m256 s, __m256 m, __m256 *lo,
-                             __m256 *hi) {
+/* Q4_AWQ block 16 (kernels.h): q - z of inputs k..k+15 (k % 16 == 0), *lo = k..k+7 and
+ * *hi = k+8..k+15: one zero-extending load of 8 bytes, a mask for the low nibbles and a
+ * shift for the high ones. */
+XI_INLINE void q4b_codes16(const char *row, int64_t k, __m256 bz, __m256 *lo, __m256 *hi) {
     const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + k / 2)));
-    *lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(15))), s, m);
-    *hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), s, m);
+    *lo = q4_minus_z(_mm256_and_si256(v, _mm256_set1_epi32(15)), bz);
+    *hi = q4_minus_z(_mm256_srli_epi32(v, 4), bz);
 }
 
 /* Tiles keep each accumulator in its own named variable a<r><c> (GCC spills arrays of
@@ -56,14 +63,14 @@ XI_INLINE void q4b_dequant16(const char *row, int64_t k, __m256 s, __m256 m, __m
     }
 #define W_Q4B(c)                                                                            \
     __m256 w##c = zero, wh##c = zero;                                                       \
-    if (c < C) q4b_dequant16(w->base + c * w->stride, k, s##c, m##c, &w##c, &wh##c);
+    if (c < C) q4b_codes16(w->base + c * w->stride, k, z##c, &w##c, &wh##c);
 #define W_DENSE(c) const __m256 w##c = c < C ? avx2_load8(t, w->base + c * w->stride, k) : zero;
-#define W_Q4(c) const __m256 w##c = c < C ? q4_dequant8(w->base + c * w->stride, k, s##c, m##c) : zero;
-#define Q4_SCALE(c)                                                                         \
-    const __m256 s##c = c < C ? _mm256_set1_ps(w->scale[c * w->groups + g]) : zero;        \
-    const __m256 m##c = c < C ? _mm256_set1_ps(q4_offset(w->zero[c * w->groups + g],       \
-                                                         w->scale[c * w->groups + g]))      \
-                              : zero;
+#define W_Q4(c) const __m256 w##c = c < C ? q4_codes8(w->base + c * w->stride, k, z##c) : zero;
+#define Q4_ZERO(c) \
+    const __m256 z##c = c < C ? _mm256_set1_ps(8388608.0f + (float)w->zero[c * w->groups + g]) : zero;
+#define Q4_S(c) c < C ? w->scale[c * w->groups + g] : 0.0f
+#define W_PANEL(c) \
+    const __m256 w##c = c < C ? _mm256_loadu_ps((const float *)(w->base + c * w->stride) + k) : zero;
 
 /* Short rows (n_in of a few hundred) end a tile before the hardware prefetchers have
  * ramped up on its C new streams, so each tile prefetches the next tile's rows at the
@@ -90,24 +97,32 @@ XI_INLINE void finish_row(xi_dtype t, int C, const tile_io *io, int r, const wsr
     }
 }
 
-XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) {
-    const int64_t K = io->k, K8 = K & ~(int64_t)7;
+/* Q4_AWQ, for C <= 4 columns: per group g, each column's lanes accumulate (q - z) * x in
+ * the canonical lane order over the group only; the group sum S_g (avx2_hsum4's order) is
+ * folded as y = fma(S_g, scale_g, y) from y = 0, g ascending. The scale multiplies once per
+ * group instead of once per weight. */
+XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) {
     const __m256 zero = _mm256_setzero_ps();
-    FOR_TILE(ACC_DECL)
-    if (t == XI_Q4_AWQ && w->q4b == 16) {
-        /* Two 8-lane steps per 16 inputs, in the same order as the row-major loop below. */
-        for (int64_t g = 0, k = 0; k < K; g++) {
-            FOR_COLS(Q4_SCALE)
+    __m128 t0 = _mm_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
+    const int64_t K = io->k;
+    for (int64_t g = 0, k = 0; k < K; g++) {
+        FOR_TILE(ACC_DECL)
+        if (t == XI_Q4_PANEL) { /* q - z already in f32 columns */
+            for (const int64_t ke = k + w->gs; k < ke; k += 8) {
+                FOR_COLS(W_PANEL)
+                FOR_ROWS(X_LOAD)
+                FOR_TILE(ACC_FMA)
+            }
+        } else if (w->q4b == 16) {
+            FOR_COLS(Q4_ZERO)
             for (const int64_t ke = k + w->gs; k < ke; k += 16) {
                 if (!(k & 127)) FOR_COLS_Q4_PF
                 FOR_COLS(W_Q4B)
                 FOR_ROWS(X_LOAD2)
                 FOR_TILE(ACC_FMA2)
             }
-        }
-    } else if (t == XI_Q4_AWQ) {
-        for (int64_t g = 0, k = 0; k < K; g++) {
-            FOR_COLS(Q4_SCALE)
+        } else {
+            FOR_COLS(Q4_ZERO)
             for (const int64_t ke = k + w->gs; k < ke; k += 8) {
                 if (!(k & 127)) FOR_COLS_Q4_PF
                 FOR_COLS(W_Q4)
@@ -115,14 +130,35 @@ XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) 
                 FOR_TILE(ACC_FMA)
             }
         }
-    } else {
-        const int64_t es = t == XI_F32 ? 4 : t == XI_Q8 ? 1 : 2;
-        for (int64_t k = 0; k < K8; k += 8) {
-            if (!((k * es) & 63)) FOR_COLS(PF_NEXT)
-            FOR_COLS(W_DENSE)
-            FOR_ROWS(X_LOAD)
-            FOR_TILE(ACC_FMA)
-        }
+        const __m128 sv = _mm_setr_ps(Q4_S(0), Q4_S(1), Q4_S(2), Q4_S(3));
+        t0 = _mm_fmadd_ps(avx2_hsum4(a00, a01, a02, a03), sv, t0);
+        if (R > 1) t1 = _mm_fmadd_ps(avx2_hsum4(a10, a11, a12, a13), sv, t1);
+        if (R > 2) t2 = _mm_fmadd_ps(avx2_hsum4(a20, a21, a22, a23), sv, t2);
+        if (R > 3) t3 = _mm_fmadd_ps(avx2_hsum4(a30, a31, a32, a33), sv, t3);
+        (void)a04, (void)a05, (void)a06, (void)a07;
+    }
+    const __m128 tr[4] = {t0, t1, t2, t3};
+    for (int r = 0; r < R; r++) {
+        float s[4];
+        _mm_storeu_ps(s, tr[r]);
+        for (int c = 0; c < C && c < 4; c++) io->y[r * io->ldy + c] = s[c];
+    }
+}
+
+XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) {
+    const int64_t K = io->k, K8 = K & ~(int64_t)7;
+    if (t == XI_Q4_AWQ || t == XI_Q4_PANEL) {
+        tile_q4(t, R, C, io, w);
+        return;
+    }
+    const __m256 zero = _mm256_setzero_ps();
+    FOR_TILE(ACC_DECL)
+    const int64_t es = t == XI_F32 ? 4 : t == XI_Q8 ? 1 : 2;
+    for (int64_t k = 0; k < K8; k += 8) {
+        if (!((k * es) & 63)) FOR_COLS(PF_NEXT)
+        FOR_COLS(W_DENSE)
+        FOR_ROWS(X_LOAD)
+        FOR_TILE(ACC_FMA)
     }
     finish_row(t, C, io, 0, w, a00, a01, a02, a03, a04, a05, a06, a07);
     if (R > 1) finish_row(t, C, io, 1, w, a10, a11, a12, a13, zero, zero, zero, zero);
@@ -131,30 +167,29 @@ XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) 
 }
 
 /* Widest tile per row count within 16 ymm registers: 1x8, 2x4, 3x3, 4x3; Q4 also keeps a
- * scale and an offset per column: 1x4, then 2 columns. */
-#define TILE_COLS(t, R) \
-    ((t) == XI_Q4_AWQ ? ((R) == 1 ? 4 : 2) : (R) == 1 ? 8 : (R) == 2 ? 4 : 3)
+ * zero point per column: 1x4, then 2 columns; the Q4 panel sums 4 columns per group. */
+#define TILE_COLS(t, R)                                                                    \
+    ((t) == XI_Q4_AWQ ? ((R) == 1 ? 4 : 2) : (t) == XI_Q4_PANEL ? ((R) == 4 ? 3 : 4)        \
+     : (R) == 1 ? 8 : (R) == 2 ? 4 : 3)
 
 /* Column n of W as exact f32 values in dst[K] (Q8 without its scale), with the same
  * per-element operations the direct tiles use, so panel and direct paths agree bitwise. */
 static void panel_column(float *dst, const xi_weight *w, int64_t n) {
     const int64_t K = w->n_in, K8 = K & ~(int64_t)7;
     const wsrc s = wsrc_at(w, n);
-    if (w->dtype == XI_Q4_AWQ) {
+    if (w->dtype == XI_Q4_AWQ) { /* q - z: the driver applies the scales per group */
         for (int64_t g = 0; g < s.groups; g++) {
-            const __m256 sv = _mm256_set1_ps(s.scale[g]);
-            const __m256 mv = _mm256_set1_ps(q4_offset(s.zero[g], s.scale[g]));
-            if (s.q4b == 16) {
-                for (int64_t k = g * s.gs; k < (g + 1) * s.gs; k += 16) {
+            const __m256 bz = _mm256_set1_ps(8388608.0f + (float)s.zero[g]);
+            for (int64_t k = g * s.gs; k < (g + 1) * s.gs; k += s.q4b == 16 ? 16 : 8) {
+                if (s.q4b == 16) {
                     __m256 lo, hi;
-                    q4b_dequant16(s.base, k, sv, mv, &lo, &hi);
+                    q4b_codes16(s.base, k, bz, &lo, &hi);
                     _mm256_storeu_ps(dst + k, lo);
                     _mm256_storeu_ps(dst + k + 8, hi);
+                } else {
+                    _mm256_storeu_ps(dst + k, q4_codes8(s.base, k, bz));
                 }
-                continue;
             }
-            for (int64_t k = g * s.gs; k < (g + 1) * s.gs; k += 8)
-                _mm256_storeu_ps(dst + k, q4_dequant8(s.base, k, sv, mv));
         }
         return;
     }
