@@ -286,12 +286,26 @@ static const btile_fn BTILES[4][4][8] = {BT_ROW(F32), BT_ROW(F16), BT_ROW(BF16),
 /* Rows [0, rows) x columns [n0, n1) of a blocked weight. Few rows: one pass of the widest
  * tiles over the blocks. Many: per block of rows (x stays in L2), per 3 blocks (they stay in
  * L2), 4-row tiles down the row block. */
+static float *panel_scratch(size_t bytes); /* matmul_driver.h */
+
+/* Blocks [b, b + NB) of a blocked F16 / BF16 / Q8 weight as f32 (Q8 unscaled), same layout:
+ * the conversions are exact, so tiles over it give the bits of tiles over the weight. */
+static void blocks_to_f32(float *dst, const xi_weight *w, int64_t b, int NB) {
+    const int64_t n = 8 * w->n_in * NB;
+    const size_t es = w->dtype == XI_Q8 ? 1 : 2;
+    const char *src = (const char *)w->data + (size_t)(b * 8 * w->n_in) * es;
+    for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(dst + i, avx2_load8(w->dtype, src, i));
+}
+
 static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                          const xi_weight *w, int64_t n0, int64_t n1) {
     const int64_t K = w->n_in, b0 = n0 / 8, b1 = (n1 + 7) / 8;
     const int ti = w->dtype == XI_F16 ? 1 : w->dtype == XI_BF16 ? 2 : w->dtype == XI_Q8 ? 3 : 0;
     const size_t es = w->dtype == XI_F32 ? 4 : w->dtype == XI_Q8 ? 1 : 2, bs = (size_t)(8 * K) * es;
     const int64_t RB = rows < 4 ? rows : GEMM_ROW_BLOCK;
+    /* More than one 4-row tile per column group: convert the group's blocks to f32 once
+     * instead of once per tile (NULL, out of memory: the tiles convert, same bits). */
+    float *f32 = rows > 4 && ti ? panel_scratch((size_t)(BTILE_NB(4) * 8 * K) * 4) : NULL;
     for (int64_t rb = 0; rb < rows; rb += RB) {
         const int64_t re = XI_MIN(rows, rb + RB);
         const int NBmax = BTILE_NB((int)XI_MIN((int64_t)4, re - rb));
@@ -299,10 +313,18 @@ static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int
             const int NB = (int)XI_MIN((int64_t)NBmax, b1 - b);
             const char *blk = (const char *)w->data + (size_t)b * bs;
             const float *sc = w->dtype == XI_Q8 ? w->scale + b * 8 : NULL;
+            int t = ti;
+            size_t bstride = bs;
+            if (f32 && re - rb > 4) {
+                blocks_to_f32(f32, w, b, NB);
+                blk = (const char *)f32;
+                t = 0;
+                bstride = (size_t)(8 * K) * 4;
+            }
             for (int64_t r = rb; r < re; r += 4) {
                 const int R = (int)XI_MIN((int64_t)4, re - r);
-                BTILES[ti][R - 1][XI_MIN(NB, BTILE_NB(R)) - 1](
-                    y + r * ldy + b * 8, ldy, x + r * ldx, ldx, blk, bs, K, sc, n0 - b * 8,
+                BTILES[t][R - 1][XI_MIN(NB, BTILE_NB(R)) - 1](
+                    y + r * ldy + b * 8, ldy, x + r * ldx, ldx, blk, bstride, K, sc, n0 - b * 8,
                     n1 - b * 8);
             }
         }
