@@ -16,6 +16,7 @@
 
 #include <limits.h>
 #include <linux/futex.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -115,15 +116,62 @@ static int nth_allowed_cpu(const cpu_set_t *set, int i) {
     return -1;
 }
 
-xi_pool *xi_pool_new(int n_threads) {
-    if (n_threads <= 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = c > 0 ? (int)c : 1;
+/* A sysfs CPU list ("0-3,8,10-11") into *set; -1 when the file cannot be read or parsed. */
+static int read_cpulist(const char *path, cpu_set_t *set) {
+    CPU_ZERO(set);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char buf[4096];
+    const int ok = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    if (!ok) return -1;
+    for (char *s = buf; *s && *s != '\n';) {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s || a < 0) return -1;
+        if (*end == '-') {
+            s = end + 1;
+            b = strtol(s, &end, 10);
+            if (end == s || b < a) return -1;
+        }
+        for (long c = a; c <= b && c < CPU_SETSIZE; c++) CPU_SET((int)c, set);
+        s = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\n' && *end) return -1;
     }
-    xi_pool *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->n = n_threads;
-    cpu_set_t allowed;
+    return 0;
+}
+
+int xi_pool_default_cpus(const char *sysfs, const cpu_set_t *allowed, cpu_set_t *out) {
+    char path[512];
+    cpu_set_t cand, tmp;
+    CPU_ZERO(out);
+    int first = -1;
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+        if (CPU_ISSET(c, allowed)) first = c;
+    if (first < 0) return 0;
+    CPU_OR(&cand, allowed, allowed);
+    for (int node = 0; node < 1024; node++) { /* nodes may be sparse: node0, node2, ... */
+        snprintf(path, sizeof path, "%s/devices/system/node/node%d/cpulist", sysfs, node);
+        if (read_cpulist(path, &tmp) == 0 && CPU_ISSET(first, &tmp)) {
+            CPU_AND(&cand, allowed, &tmp);
+            break;
+        }
+    }
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &cand)) continue;
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d/topology/thread_siblings_list",
+                 sysfs, c);
+        int lowest = 1;
+        if (read_cpulist(path, &tmp) == 0)
+            for (int s = 0; s < c && lowest; s++)
+                if (CPU_ISSET(s, &tmp) && CPU_ISSET(s, &cand)) lowest = 0;
+        if (lowest) CPU_SET(c, out);
+    }
+    return CPU_COUNT(out);
+}
+
+xi_pool *xi_pool_new(int n_threads) {
+    cpu_set_t allowed, cpus;
     int n_allowed = 0;
     if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) n_allowed = CPU_COUNT(&allowed);
     if (n_allowed <= 0) {
@@ -131,6 +179,16 @@ xi_pool *xi_pool_new(int n_threads) {
         n_allowed = c > 0 ? (int)c : 1;
         CPU_ZERO(&allowed);
     }
+    /* Workers are pinned to the n-th CPU of `cpus`: the default pool's physical cores, or
+     * every allowed CPU for an explicit thread count. */
+    CPU_OR(&cpus, &allowed, &allowed);
+    if (n_threads <= 0) {
+        const int n = CPU_COUNT(&allowed) ? xi_pool_default_cpus("/sys", &allowed, &cpus) : 0;
+        n_threads = n > 0 ? n : n_allowed;
+    }
+    xi_pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n = n_threads;
     const int oversubscribed = n_threads > n_allowed;
     /* XINFER_POOL_PIN=0: on a machine shared with other busy processes a pinned worker
      * cannot move to an idle CPU and waits out the other process's time slice. */
@@ -153,7 +211,7 @@ xi_pool *xi_pool_new(int n_threads) {
         wa->ith = i;
         /* Workers take CPUs 1.. of the allowed set; the caller (the engine thread) stays
          * unpinned because threads it creates later would inherit its mask. */
-        wa->cpu = !pin || !CPU_COUNT(&allowed) ? -1 : nth_allowed_cpu(&allowed, i);
+        wa->cpu = !pin || !CPU_COUNT(&cpus) ? -1 : nth_allowed_cpu(&cpus, i);
         if (pthread_create(&p->threads[i - 1], NULL, worker_main, wa)) {
             free(wa);
             p->n = i;

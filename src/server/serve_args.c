@@ -138,7 +138,7 @@ static const flag_def flags[] = {
     {"--chat-template", NULL, F_CHAT_TEMPLATE, 1, "FILE      Jinja chat template instead of tokenizer_config.json's"},
     {"--tensor-parallel-size", "-tp", F_TP, 1, "N         must be 1 (tensor parallelism is not implemented yet)"},
     {"--pipeline-parallel-size", "-pp", F_PP, 1, "N         must be 1"},
-    {"--threads", NULL, F_THREADS, 1, "N         compute threads (physical cores)"},
+    {"--threads", NULL, F_THREADS, 1, "N         compute threads (default: the physical cores of one NUMA node)"},
     {"--kernels", NULL, F_KERNELS, 1, "NAME      force a kernel variant (ref, avx2, ...)"},
     {"--disable-log-requests", NULL, F_DISABLE_LOG_REQ, 0, "          do not log each request (default)"},
     {"--enable-log-requests", NULL, F_ENABLE_LOG_REQ, 0, "          log each request"},
