@@ -31,6 +31,10 @@
  *   input k, so element (n, k) is at (n/8) * n_in * 8 + k * 8 + n % 8 (xi_weight_index).
  *   A GEMV then reads the whole matrix as one sequential stream, which the hardware
  *   prefetchers follow even when rows are short (n_in = 896 is 1.8 KB of f16 per row).
+ *   BF16 interleaves inputs in pairs too: the 32 bytes of inputs k, k+1 (k even) hold column
+ *   c's two values as u16 2c (k) and 2c+1 (k+1), so each u32 lane is one column and a shift
+ *   (k) or a mask (k+1) makes both f32 values, with no widening; with n_in odd, the last
+ *   input's 8 values follow unpaired. xi_weight_index gives every element's place.
  *   A variant may sum this layout in an order of its own (lanes = columns); it must still be
  *   the same for every row count, tile and thread split.
  *   Scales stay [n_out]. block == 0 is the row-major layout above.
@@ -51,8 +55,11 @@ typedef struct xi_weight {
 
 /* Element index of W[n, k] in w->data for the F32 / F16 / BF16 / Q8 layouts. */
 static inline int64_t xi_weight_index(const xi_weight *w, int64_t n, int64_t k) {
-    if (w->block) return (n / w->block) * w->n_in * w->block + k * w->block + n % w->block;
-    return n * w->n_in + k;
+    if (!w->block) return n * w->n_in + k;
+    const int64_t B = w->block, base = (n / B) * w->n_in * B, c = n % B;
+    if (w->dtype == XI_BF16 && k < (w->n_in & ~(int64_t)1))
+        return base + (k & ~(int64_t)1) * B + 2 * c + (k & 1);
+    return base + k * B + c;
 }
 
 /* The 4-bit code of W[n, k] of a Q4_AWQ weight, in either layout. */

@@ -67,10 +67,10 @@ static cols_fn cols_for(xi_dtype t, int R) {
  * panel_column would use. A variant may vectorize it (HAVE_PANEL_BLOCK). */
 #ifndef HAVE_PANEL_BLOCK
 static void panel_block(float *panel, const xi_weight *w, int64_t n, int64_t C) {
-    const int64_t K = w->n_in, B = w->block, base = (n / B) * K * B + n % B;
+    const int64_t K = w->n_in;
     for (int64_t c = 0; c < C; c++)
         for (int64_t k = 0; k < K; k++)
-            panel[c * K + k] = xi_elem_f32(w->dtype, w->data, base + k * B + c);
+            panel[c * K + k] = xi_elem_f32(w->dtype, w->data, xi_weight_index(w, n + c, k));
 }
 #endif
 

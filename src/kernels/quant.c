@@ -159,6 +159,14 @@ int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen) {
     for (int64_t b = 0; b < w->n_out / block; b++) {
         char *blk = d + (size_t)b * bytes;
         memcpy(tmp, blk, bytes);
+        if (t == XI_BF16) { /* pairs of inputs interleaved too (kernels.h) */
+            const xi_weight one = {.dtype = t, .n_out = block, .n_in = w->n_in, .block = block};
+            for (int c = 0; c < block; c++)
+                for (size_t k = 0; k < K; k++)
+                    ((uint16_t *)(void *)blk)[xi_weight_index(&one, c, (int64_t)k)] =
+                        ((const uint16_t *)(void *)tmp)[(size_t)c * K + k];
+            continue;
+        }
         for (int c = 0; c < block; c++) /* element size as a constant: a plain move each */
             switch (es) {
             case 1: BLOCK_COPY(c, uint8_t); break;

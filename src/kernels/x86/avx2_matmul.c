@@ -215,10 +215,24 @@ static void panel_column(float *dst, const xi_weight *w, int64_t n) {
 #define BPF(b) if (b < NB) _mm_prefetch(blk + b * bstride + k * 8 * es + 512, _MM_HINT_T0);
 #define BX(r) const __m256 x##r = r < R ? _mm256_broadcast_ss(x + r * ldx + k) : zero;
 #define BFMA_R(r, b) if (r < R && b < NB) a##r##b = _mm256_fmadd_ps(x##r, w##b, a##r##b);
-#define BFMA0(b) BFMA_R(0, b)
-#define BFMA1(b) BFMA_R(1, b)
-#define BFMA2(b) BFMA_R(2, b)
-#define BFMA3(b) BFMA_R(3, b)
+#define BX1(r) const __m256 x##r = r < R ? _mm256_broadcast_ss(x + r * ldx + k + 1) : zero;
+/* BF16 pairs: inputs k (the u32's high half after a shift) and k + 1 (its high half) */
+#define BPAIR(b) _mm256_loadu_si256((const __m256i *)(blk + b * bstride + k * 16))
+#define BSTEP_K0(b)                                                                         \
+    if (b < NB) {                                                                           \
+        const __m256 w##b = _mm256_castsi256_ps(_mm256_slli_epi32(BPAIR(b), 16));           \
+        BFMA_R(0, b) BFMA_R(1, b) BFMA_R(2, b) BFMA_R(3, b)                                 \
+    }
+#define BSTEP_K1(b)                                                                         \
+    if (b < NB) {                                                                           \
+        const __m256 w##b = _mm256_castsi256_ps(_mm256_and_si256(BPAIR(b), mask));          \
+        BFMA_R(0, b) BFMA_R(1, b) BFMA_R(2, b) BFMA_R(3, b)                                 \
+    }
+#define BSTEP(b)                                                                            \
+    if (b < NB) {                                                                           \
+        BW(b)                                                                               \
+        BFMA_R(0, b) BFMA_R(1, b) BFMA_R(2, b) BFMA_R(3, b)                                 \
+    }
 #define BST_R(r, b) if (r < R && b < NB) bstore(y + r * ldy + b * 8, a##r##b, sc, b, lo, hi);
 #define BST0(b) BST_R(0, b)
 #define BST1(b) BST_R(1, b)
@@ -245,12 +259,31 @@ XI_INLINE void btile(xi_dtype t, int R, int NB, float *y, int64_t ldy, const flo
     const __m256 zero = _mm256_setzero_ps();
     const int64_t es = t == XI_F32 ? 4 : t == XI_Q8 ? 1 : 2;
     FOR_B(BACC0) FOR_B(BACC1) FOR_B(BACC2) FOR_B(BACC3)
-    for (int64_t k = 0; k < K; k++) {
+    int64_t k = 0;
+    if (t == XI_BF16) { /* input pairs (kernels.h): the same FMAs, in the same order */
+        const __m256i mask = _mm256_set1_epi32((int)0xFFFF0000u);
+        for (; k + 2 <= K; k += 2) {
+            if (R == 1 && !((k * 16) & 63) && (size_t)(k * 16) + 512 < bstride) {
+                FOR_B(BPF)
+            }
+            {
+                BX(0) BX(1) BX(2) BX(3)
+                FOR_B(BSTEP_K0)
+            }
+            {
+                BX1(0) BX1(1) BX1(2) BX1(3)
+                FOR_B(BSTEP_K1)
+            }
+        }
+    }
+    for (; k < K; k++) {
         /* a few lines ahead on each block's stream, once per 64 bytes */
-        if (R == 1 && !((k * 8 * es) & 63) && (size_t)(k * 8 * es) + 512 < bstride) FOR_B(BPF)
-        FOR_B(BW)
+        if (R == 1 && !((k * 8 * es) & 63) && (size_t)(k * 8 * es) + 512 < bstride) {
+            FOR_B(BPF)
+        }
         BX(0) BX(1) BX(2) BX(3)
-        FOR_B(BFMA0) FOR_B(BFMA1) FOR_B(BFMA2) FOR_B(BFMA3)
+        /* each block's vector is converted and used at once, so one register holds it */
+        FOR_B(BSTEP)
     }
     FOR_B(BST0) FOR_B(BST1) FOR_B(BST2) FOR_B(BST3)
 }
@@ -294,6 +327,19 @@ static void blocks_to_f32(float *dst, const xi_weight *w, int64_t b, int NB) {
     const int64_t n = 8 * w->n_in * NB;
     const size_t es = w->dtype == XI_Q8 ? 1 : 2;
     const char *src = (const char *)w->data + (size_t)(b * 8 * w->n_in) * es;
+    if (w->dtype == XI_BF16) { /* per block: input pairs, then an odd last input */
+        const int64_t K = w->n_in, K2 = K & ~(int64_t)1;
+        const __m256i mask = _mm256_set1_epi32((int)0xFFFF0000u);
+        for (int64_t i0 = 0; i0 < n; i0 += 8 * K) {
+            for (int64_t k = 0; k < K2; k += 2) {
+                const __m256i d = _mm256_loadu_si256((const __m256i *)(src + (i0 + k * 8) * 2));
+                _mm256_storeu_ps(dst + i0 + k * 8, _mm256_castsi256_ps(_mm256_slli_epi32(d, 16)));
+                _mm256_storeu_ps(dst + i0 + k * 8 + 8, _mm256_castsi256_ps(_mm256_and_si256(d, mask)));
+            }
+            if (K2 < K) _mm256_storeu_ps(dst + i0 + K2 * 8, avx2_load8(w->dtype, src, i0 + K2 * 8));
+        }
+        return;
+    }
     for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(dst + i, avx2_load8(w->dtype, src, i));
 }
 
