@@ -5,7 +5,9 @@
  *   TILE_COLS(t, R), PANEL_COLS, GEMM_MIN_ROWS, GEMM_ROW_BLOCK
  * and optionally, for blocked weights (kernels.h), HAVE_BLOCKED_ROWS (the block it handles)
  * and blocked_rows(...) with the xi_ops.matmul signature, which then computes every row
- * count of that layout in one summation order of its own.
+ * count of that layout in one summation order of its own; and HAVE_Q4_GROUP_SUMS with
+ * q4_group_sums(out, x, n_in, group_size), each group's sum of one row of x, which the
+ * driver computes once per call into tile_io.xg for the Q4 tiles.
  * It defines `static void matmul_driver(...)` with the xi_ops.matmul signature. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -74,35 +76,50 @@ static void panel_block(float *panel, const xi_weight *w, int64_t n, int64_t C) 
 }
 #endif
 
-/* The panel is per-thread scratch that grows to the largest weight once and is then reused,
- * so steady-state steps (decode of many sequences, prefill chunks) allocate nothing. A
- * thread-exit destructor frees it for the pool's workers. */
-static __thread float *panel_buf;
-static __thread size_t panel_cap;
-static pthread_key_t panel_key;
-static pthread_once_t panel_once = PTHREAD_ONCE_INIT;
+/* Per-thread scratch that grows to the largest need once and is then reused, so
+ * steady-state steps (decode of many sequences, prefill chunks) allocate nothing: slot 0
+ * holds a weight panel, slot 1 the AWQ group sums of x. A thread-exit destructor frees
+ * them for the pool's workers. */
+typedef struct {
+    float *p[2];
+    size_t cap[2];
+} scratch_bufs;
+static __thread scratch_bufs *scratch_tls;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 
-static void panel_free(void *p) { free(p); }
-static void panel_key_init(void) { pthread_key_create(&panel_key, panel_free); }
+static void scratch_free(void *v) {
+    scratch_bufs *s = v;
+    free(s->p[0]);
+    free(s->p[1]);
+    free(s);
+}
+static void scratch_key_init(void) { pthread_key_create(&scratch_key, scratch_free); }
 
-static float *panel_scratch(size_t bytes) {
-    if (bytes <= panel_cap) return panel_buf;
+static float *scratch_slot(int slot, size_t bytes) {
+    scratch_bufs *s = scratch_tls;
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s))) return NULL;
+        pthread_once(&scratch_once, scratch_key_init);
+        pthread_setspecific(scratch_key, s);
+        scratch_tls = s;
+    }
+    if (bytes <= s->cap[slot]) return s->p[slot];
     bytes = (bytes + 63) & ~(size_t)63;
     float *p = aligned_alloc(64, bytes);
     if (!p) return NULL;
-    free(panel_buf);
-    panel_buf = p;
-    panel_cap = bytes;
-    pthread_once(&panel_once, panel_key_init);
-    pthread_setspecific(panel_key, p);
+    free(s->p[slot]);
+    s->p[slot] = p;
+    s->cap[slot] = bytes;
     return p;
 }
+static float *panel_scratch(size_t bytes) { return scratch_slot(0, bytes); }
 
 /* Many rows: per block of rows (x stays in L2), per PANEL_COLS columns, convert the columns
  * to f32 once and run every 4-row tile of the block over them. Returns -1 when the panel
  * cannot be allocated (the caller then uses the direct tiles, which give the same bits). */
 static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
-                      const xi_weight *w, int64_t n0, int64_t n1) {
+                      const xi_weight *w, int64_t n0, int64_t n1, const float *xg) {
     const int64_t K = w->n_in;
     const int64_t B = w->dtype == XI_Q4_AWQ ? 0 : w->block; /* a dense blocked layout */
     /* Row-major weights convert PANEL_COLS columns per panel; blocked ones whole blocks, as
@@ -135,7 +152,7 @@ static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_
             } else if (panel) {
                 for (int64_t c = 0; c < C; c++) panel_column(panel + c * K, w, n + c);
                 s = (wsrc){.base = (const char *)panel, .stride = (size_t)K * 4,
-                           .scale = s.scale, .groups = s.groups, .gs = s.gs};
+                           .scale = s.scale, .zero = s.zero, .groups = s.groups, .gs = s.gs};
             }
             /* PANEL_COLS columns at a time over every row tile, so those columns stay in L1
              * while x streams from L2, however many columns the panel holds. */
@@ -145,7 +162,8 @@ static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_
                 for (int64_t c = 0; c < C; c += PANEL_COLS) {
                     for (int64_t r = rb; r < re; r += 4) {
                         const int R = (int)XI_MIN((int64_t)4, re - r);
-                        const tile_io io = {y + r * ldy + n + c, ldy, x + r * ldx, ldx, K, 0};
+                        const tile_io io = {y + r * ldy + n + c, ldy, x + r * ldx, ldx, K, 0,
+                                            xg ? xg + r * (w->n_in / w->group_size) : NULL};
                         cols_for(pt, R)(&io, sc, XI_MIN((int64_t)PANEL_COLS, C - c));
                     }
                     wsrc_advance(pt, &sc, PANEL_COLS);
@@ -165,6 +183,19 @@ static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, in
         return;
     }
     if (n1 <= n0) return;
+    const float *xg = NULL; /* the AWQ group sums of x, rows x (n_in / group_size) */
+#ifdef HAVE_Q4_GROUP_SUMS
+    if (w->dtype == XI_Q4_AWQ) {
+        const int64_t G = w->n_in / w->group_size;
+        float *s = scratch_slot(1, (size_t)(rows * G) * 4);
+        if (!s) { /* out of memory: ref gives the answer, slower */
+            xi_ops_ref()->matmul(y, ldy, x, ldx, rows, w, n0, n1);
+            return;
+        }
+        for (int64_t r = 0; r < rows; r++) q4_group_sums(s + r * G, x + r * ldx, w->n_in, w->group_size);
+        xg = s;
+    }
+#endif
     if (w->block && w->dtype != XI_Q4_AWQ) {
 #ifdef HAVE_BLOCKED_ROWS
         if (w->block == HAVE_BLOCKED_ROWS) {
@@ -174,14 +205,15 @@ static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, in
 #endif
         /* A variant without a blocked GEMV converts the columns to an f32 panel even for
          * one row; only the loader's choice (xi_ops.weight_block) makes weights blocked. */
-        if (gemm_panel(y, ldy, x, ldx, rows, w, n0, n1))
+        if (gemm_panel(y, ldy, x, ldx, rows, w, n0, n1, NULL))
             xi_ops_ref()->matmul(y, ldy, x, ldx, rows, w, n0, n1); /* out of memory */
         return;
     }
-    if (rows > GEMM_MIN_ROWS && gemm_panel(y, ldy, x, ldx, rows, w, n0, n1) == 0) return;
+    if (rows > GEMM_MIN_ROWS && gemm_panel(y, ldy, x, ldx, rows, w, n0, n1, xg) == 0) return;
     for (int64_t r = 0; r < rows; r += 4) {
         const int R = (int)XI_MIN((int64_t)4, rows - r);
-        const tile_io io = {y + r * ldy + n0, ldy, x + r * ldx, ldx, w->n_in, 1};
+        const tile_io io = {y + r * ldy + n0, ldy, x + r * ldx, ldx, w->n_in, 1,
+                            xg ? xg + r * (w->n_in / w->group_size) : NULL};
         cols_for(w->dtype, R)(&io, wsrc_at(w, n0), n1 - n0);
     }
 }

@@ -17,6 +17,9 @@ typedef struct {
      * cores (AMD Zen) then walk the page tables on every such prefetch, which made GEMMs
      * over a small panel 3-4x slower. */
     int pf;
+    /* Q4_AWQ on a variant with HAVE_Q4_GROUP_SUMS: row r's sum of x over group g at
+     * xg[r * (k / gs) + g]; NULL otherwise. */
+    const float *xg;
 } tile_io;
 
 /* A tile's weight columns: column c's row at base + c * stride bytes. */

@@ -4,8 +4,10 @@
  * lane l accumulates x[r, k] * W[n, k] for k = 8i + l, i ascending, one FMA each. Then the
  * lanes are summed as ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)) (avx2_hsum4's order), then the
  * k % 8 tail is added one scalar FMA at a time, then (Q8) the sum is multiplied by scale[n].
- * Q4_AWQ runs that order per group over (q - z) (exact), and folds each group's sum S_g as
- * y = fma(S_g, scale_g, y) from y = 0, g ascending (tile_q4). Every path
+ * Q4_AWQ runs that order per group over the codes q (exact) to S_g, and the same order over
+ * x alone to X_g (q4_group_sums), then folds each group as y = fma(fma(-z_g, X_g, S_g),
+ * scale_g, y) from y = 0, g ascending (tile_q4): the zero point costs one FMA per group
+ * instead of one subtraction per weight. Every path
  * below (GEMV tiles, small-batch tiles, GEMM over an f32 panel, any tile edge) performs
  * exactly these operations per element, so results do not depend on rows, tiles or threads.
  * The dense blocked layout (block 8) has an order of its own, described at blocked_rows. */
@@ -15,32 +17,39 @@
 #define GEMM_ROW_BLOCK 32 /* rows whose x stays in L2 while a column panel is reused */
 #define PANEL_COLS 3
 
-/* Q4_AWQ: q - z, exactly, for 8 codes in the low bits of each lane of q (the rest zero):
- * OR-ing a code into the mantissa of 2^23 gives 2^23 + q, and bz = 2^23 + z is subtracted,
- * both exact, with no int-to-float conversion (a slow port on some cores). */
-XI_INLINE __m256 q4_minus_z(__m256i q, __m256 bz) {
-    return _mm256_sub_ps(_mm256_castsi256_ps(_mm256_or_si256(q, _mm256_set1_epi32(0x4B000000))), bz);
-}
+/* Q4_AWQ: 8 codes in the low bits of each lane of q (the rest zero) as exact f32 values. */
+XI_INLINE __m256 q4_f32(__m256i q) { return _mm256_cvtepi32_ps(q); }
 
-/* Row-major Q4_AWQ: q - z of inputs k..k+7 (k % 8 == 0); the little-endian u32 at byte k/2
- * holds them in nibbles 0..7. */
-XI_INLINE __m256 q4_codes8(const char *row, int64_t k, __m256 bz) {
+/* Row-major Q4_AWQ: the codes of inputs k..k+7 (k % 8 == 0); the little-endian u32 at byte
+ * k/2 holds them in nibbles 0..7. */
+XI_INLINE __m256 q4_codes8(const char *row, int64_t k) {
     int32_t u;
     memcpy(&u, row + k / 2, 4);
     const __m256i q = _mm256_and_si256(
         _mm256_srlv_epi32(_mm256_set1_epi32(u), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
         _mm256_set1_epi32(15));
-    return q4_minus_z(q, bz);
+    return q4_f32(q);
 }
 
-/* Q4_AWQ block 16 (kernels.h): q - z of inputs k..k+15 (k % 16 == 0), *lo = k..k+7 and
+/* Q4_AWQ block 16 (kernels.h): the codes of inputs k..k+15 (k % 16 == 0), *lo = k..k+7 and
  * *hi = k+8..k+15: one zero-extending load of 8 bytes, a mask for the low nibbles and a
  * shift for the high ones. */
-XI_INLINE void q4b_codes16(const char *row, int64_t k, __m256 bz, __m256 *lo, __m256 *hi) {
+XI_INLINE void q4b_codes16(const char *row, int64_t k, __m256 *lo, __m256 *hi) {
     const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + k / 2)));
-    *lo = q4_minus_z(_mm256_and_si256(v, _mm256_set1_epi32(15)), bz);
-    *hi = q4_minus_z(_mm256_srli_epi32(v, 4), bz);
+    *lo = q4_f32(_mm256_and_si256(v, _mm256_set1_epi32(15)));
+    *hi = q4_f32(_mm256_srli_epi32(v, 4));
 }
+
+/* X_g of one row of x: per group, lane l sums x[k] for k = 8i + l within the group, i
+ * ascending, then the lanes in avx2_hsum's order, as tile_q4 sums q * x. */
+static void q4_group_sums(float *out, const float *x, int64_t K, int64_t gs) {
+    for (int64_t g = 0; g < K / gs; g++) {
+        __m256 a = _mm256_setzero_ps();
+        for (int64_t k = g * gs; k < (g + 1) * gs; k += 8) a = _mm256_add_ps(a, _mm256_loadu_ps(x + k));
+        out[g] = avx2_hsum(a);
+    }
+}
+#define HAVE_Q4_GROUP_SUMS
 
 /* Tiles keep each accumulator in its own named variable a<r><c> (GCC spills arrays of
  * vectors); the shape guards are compile-time constants after inlining. */
@@ -61,14 +70,24 @@ XI_INLINE void q4b_codes16(const char *row, int64_t k, __m256 bz, __m256 *lo, __
         a##r##c = _mm256_fmadd_ps(x##r, w##c, a##r##c);                                     \
         a##r##c = _mm256_fmadd_ps(xh##r, wh##c, a##r##c);                                   \
     }
-#define W_Q4B(c)                                                                            \
-    __m256 w##c = zero, wh##c = zero;                                                       \
-    if (c < C) q4b_codes16(w->base + c * w->stride, k, z##c, &w##c, &wh##c);
+/* Block-16 codes of column c, converted and used at once (one register pair holds them);
+ * columns 4..7 exist for one row only. */
+#define Q4B_STEP(c)                                                                         \
+    if (c < C) {                                                                            \
+        __m256 w##c, wh##c;                                                                 \
+        q4b_codes16(w->base + c * w->stride, k, &w##c, &wh##c);                             \
+        ACC_FMA2(0, c) ACC_FMA2(1, c) ACC_FMA2(2, c) ACC_FMA2(3, c)                         \
+    }
+#define Q4B_STEP1(c)                                                                        \
+    if (c < C) {                                                                            \
+        __m256 w##c, wh##c;                                                                 \
+        q4b_codes16(w->base + c * w->stride, k, &w##c, &wh##c);                             \
+        ACC_FMA2(0, c)                                                                      \
+    }
 #define W_DENSE(c) const __m256 w##c = c < C ? avx2_load8(t, w->base + c * w->stride, k) : zero;
-#define W_Q4(c) const __m256 w##c = c < C ? q4_codes8(w->base + c * w->stride, k, z##c) : zero;
-#define Q4_ZERO(c) \
-    const __m256 z##c = c < C ? _mm256_set1_ps(8388608.0f + (float)w->zero[c * w->groups + g]) : zero;
+#define W_Q4(c) const __m256 w##c = c < C ? q4_codes8(w->base + c * w->stride, k) : zero;
 #define Q4_S(c) c < C ? w->scale[c * w->groups + g] : 0.0f
+#define Q4_Z(c) c < C ? (float)w->zero[c * w->groups + g] : 0.0f
 #define W_PANEL(c) \
     const __m256 w##c = c < C ? _mm256_loadu_ps((const float *)(w->base + c * w->stride) + k) : zero;
 
@@ -97,32 +116,30 @@ XI_INLINE void finish_row(xi_dtype t, int C, const tile_io *io, int r, const wsr
     }
 }
 
-/* Q4_AWQ, for C <= 4 columns: per group g, each column's lanes accumulate (q - z) * x in
- * the canonical lane order over the group only; the group sum S_g (avx2_hsum4's order) is
- * folded as y = fma(S_g, scale_g, y) from y = 0, g ascending. The scale multiplies once per
- * group instead of once per weight. */
+/* Q4_AWQ, for C <= 8 columns with one row, C <= 4 with more: per group g, each column's
+ * lanes accumulate q * x in the canonical lane order over the group only; the group sum S_g
+ * (avx2_hsum4's order) is folded as y = fma(fma(-z_g, X_g, S_g), scale_g, y) from y = 0, g
+ * ascending, with X_g from io->xg. Zero point and scale cost two FMAs per group. */
 XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) {
     const __m256 zero = _mm256_setzero_ps();
-    __m128 t0 = _mm_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
-    const int64_t K = io->k;
+    __m128 t0 = _mm_setzero_ps(), t1 = t0, t2 = t0, t3 = t0, u0 = t0;
+    const int64_t K = io->k, G = w->groups;
     for (int64_t g = 0, k = 0; k < K; g++) {
         FOR_TILE(ACC_DECL)
-        if (t == XI_Q4_PANEL) { /* q - z already in f32 columns */
+        if (t == XI_Q4_PANEL) { /* the codes already in f32 columns */
             for (const int64_t ke = k + w->gs; k < ke; k += 8) {
                 FOR_COLS(W_PANEL)
                 FOR_ROWS(X_LOAD)
                 FOR_TILE(ACC_FMA)
             }
         } else if (w->q4b == 16) {
-            FOR_COLS(Q4_ZERO)
             for (const int64_t ke = k + w->gs; k < ke; k += 16) {
                 if (!(k & 127)) FOR_COLS_Q4_PF
-                FOR_COLS(W_Q4B)
                 FOR_ROWS(X_LOAD2)
-                FOR_TILE(ACC_FMA2)
+                Q4B_STEP(0) Q4B_STEP(1) Q4B_STEP(2) Q4B_STEP(3)
+                Q4B_STEP1(4) Q4B_STEP1(5) Q4B_STEP1(6) Q4B_STEP1(7)
             }
         } else {
-            FOR_COLS(Q4_ZERO)
             for (const int64_t ke = k + w->gs; k < ke; k += 8) {
                 if (!(k & 127)) FOR_COLS_Q4_PF
                 FOR_COLS(W_Q4)
@@ -131,17 +148,26 @@ XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *
             }
         }
         const __m128 sv = _mm_setr_ps(Q4_S(0), Q4_S(1), Q4_S(2), Q4_S(3));
-        t0 = _mm_fmadd_ps(avx2_hsum4(a00, a01, a02, a03), sv, t0);
-        if (R > 1) t1 = _mm_fmadd_ps(avx2_hsum4(a10, a11, a12, a13), sv, t1);
-        if (R > 2) t2 = _mm_fmadd_ps(avx2_hsum4(a20, a21, a22, a23), sv, t2);
-        if (R > 3) t3 = _mm_fmadd_ps(avx2_hsum4(a30, a31, a32, a33), sv, t3);
-        (void)a04, (void)a05, (void)a06, (void)a07;
+        const __m128 zv = _mm_setr_ps(Q4_Z(0), Q4_Z(1), Q4_Z(2), Q4_Z(3));
+#define Q4_FOLD(acc, r, S, z, s)                                                            \
+    acc = _mm_fmadd_ps(_mm_fnmadd_ps(z, _mm_set1_ps(io->xg[(r) * G + g]), S), s, acc);
+        Q4_FOLD(t0, 0, avx2_hsum4(a00, a01, a02, a03), zv, sv)
+        if (C > 4) {
+            const __m128 sv4 = _mm_setr_ps(Q4_S(4), Q4_S(5), Q4_S(6), Q4_S(7));
+            const __m128 zv4 = _mm_setr_ps(Q4_Z(4), Q4_Z(5), Q4_Z(6), Q4_Z(7));
+            Q4_FOLD(u0, 0, avx2_hsum4(a04, a05, a06, a07), zv4, sv4)
+        }
+        if (R > 1) Q4_FOLD(t1, 1, avx2_hsum4(a10, a11, a12, a13), zv, sv)
+        if (R > 2) Q4_FOLD(t2, 2, avx2_hsum4(a20, a21, a22, a23), zv, sv)
+        if (R > 3) Q4_FOLD(t3, 3, avx2_hsum4(a30, a31, a32, a33), zv, sv)
+#undef Q4_FOLD
     }
     const __m128 tr[4] = {t0, t1, t2, t3};
     for (int r = 0; r < R; r++) {
-        float s[4];
+        float s[8];
         _mm_storeu_ps(s, tr[r]);
-        for (int c = 0; c < C && c < 4; c++) io->y[r * io->ldy + c] = s[c];
+        _mm_storeu_ps(s + 4, u0);
+        for (int c = 0; c < C; c++) io->y[r * io->ldy + c] = s[c];
     }
 }
 
@@ -166,10 +192,11 @@ XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) 
     if (R > 3) finish_row(t, C, io, 3, w, a30, a31, a32, a33, zero, zero, zero, zero);
 }
 
-/* Widest tile per row count within 16 ymm registers: 1x8, 2x4, 3x3, 4x3; Q4 also keeps a
- * zero point per column: 1x4, then 2 columns; the Q4 panel sums 4 columns per group. */
+/* Widest tile per row count within 16 ymm registers: 1x8, 2x4, 3x3, 4x3; Q4 loads two x
+ * vectors per row: 1x8, 2x4, then 2 columns; the Q4 panel sums 4 columns per group. */
 #define TILE_COLS(t, R)                                                                    \
-    ((t) == XI_Q4_AWQ ? ((R) == 1 ? 4 : 2) : (t) == XI_Q4_PANEL ? ((R) == 4 ? 3 : 4)        \
+    ((t) == XI_Q4_AWQ ? ((R) == 1 ? 8 : (R) == 2 ? 4 : 2)                                   \
+     : (t) == XI_Q4_PANEL ? ((R) == 4 ? 3 : 4)                                              \
      : (R) == 1 ? 8 : (R) == 2 ? 4 : 3)
 
 /* Column n of W as exact f32 values in dst[K] (Q8 without its scale), with the same
@@ -177,18 +204,15 @@ XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) 
 static void panel_column(float *dst, const xi_weight *w, int64_t n) {
     const int64_t K = w->n_in, K8 = K & ~(int64_t)7;
     const wsrc s = wsrc_at(w, n);
-    if (w->dtype == XI_Q4_AWQ) { /* q - z: the driver applies the scales per group */
-        for (int64_t g = 0; g < s.groups; g++) {
-            const __m256 bz = _mm256_set1_ps(8388608.0f + (float)s.zero[g]);
-            for (int64_t k = g * s.gs; k < (g + 1) * s.gs; k += s.q4b == 16 ? 16 : 8) {
-                if (s.q4b == 16) {
-                    __m256 lo, hi;
-                    q4b_codes16(s.base, k, bz, &lo, &hi);
-                    _mm256_storeu_ps(dst + k, lo);
-                    _mm256_storeu_ps(dst + k + 8, hi);
-                } else {
-                    _mm256_storeu_ps(dst + k, q4_codes8(s.base, k, bz));
-                }
+    if (w->dtype == XI_Q4_AWQ) { /* the codes: the tiles apply zero points and scales */
+        for (int64_t k = 0; k < K; k += s.q4b == 16 ? 16 : 8) {
+            if (s.q4b == 16) {
+                __m256 lo, hi;
+                q4b_codes16(s.base, k, &lo, &hi);
+                _mm256_storeu_ps(dst + k, lo);
+                _mm256_storeu_ps(dst + k + 8, hi);
+            } else {
+                _mm256_storeu_ps(dst + k, q4_codes8(s.base, k));
             }
         }
         return;
