@@ -37,8 +37,7 @@ int xi_weight_block_for(const xi_ops *ops, const xi_weight *w) {
         const int b = ops->q4_block;
         return b && w->n_in % b == 0 && w->group_size > 0 && w->group_size % b == 0 ? b : 0;
     }
-    const int64_t es = w->dtype == XI_Q8 ? 1 : (int64_t)xi_dtype_size(w->dtype);
-    return w->n_in * es < 8192 ? ops->weight_block : 0;
+    return ops->weight_block;
 }
 
 void xi_weight_row(const xi_weight *w, int64_t row, float *out) {

@@ -148,11 +148,10 @@ int xi_weight_quantize_q8(xi_weight *w, const void *src, xi_dtype src_dtype, int
  * the one block of scratch cannot be allocated. */
 int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen);
 /* The block the loader should give w for ops: for Q4_AWQ ops->q4_block where it applies;
- * otherwise ops->weight_block when w's rows are short,
- * 0 (row-major) when a row is 8 KiB or more, where the 8 concurrent row streams of the
- * row-major GEMV tiles already run at the read bandwidth and beat one blocked stream
- * (measured with bench_kernels --layout both: f16 rows of 9.5 KiB 1.06 vs 0.80 blocked;
- * int8 rows of 4.75 KiB 0.64 vs 0.78 blocked). */
+ * otherwise ops->weight_block, for every row length (bench_kernels --gemv --layout both on
+ * AVX2, 896x4864, 9.5 KiB BF16 rows: GEMV 0.63 row-major vs 1.18 blocked of the read
+ * bandwidth, f16 0.60 vs 0.75; 4, 16 and 256-row GEMMs as fast or faster blocked, also
+ * with 37 KiB rows). */
 int xi_weight_block_for(const xi_ops *ops, const xi_weight *w);
 
 /* ---- helpers shared by all variants (kernels.c) ---- */
