@@ -16,105 +16,7 @@
 #include "base/base.h"
 #include "base/pool.h"
 #include "model/model.h"
-
-/* ---- machine limits ---- */
-
-typedef struct {
-    const float *buf;
-    size_t n;
-    double sums[64];
-} bw_job;
-
-static void bw_task(void *ctx, int ith, int nth) {
-    bw_job *j = ctx;
-    long b, e;
-    xi_split_range((long)j->n, ith, nth, 4096, &b, &e);
-    /* eight independent accumulators so the loop is bound by loads, not by add latency */
-    float a[8] = {0};
-    for (long i = b; i + 8 <= e; i += 8)
-        for (int k = 0; k < 8; k++) a[k] += j->buf[i + k];
-    j->sums[ith] = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
-}
-
-static double measure_bandwidth(xi_pool *pool, const float *buf, size_t n) {
-    bw_job j = {buf, n, {0}};
-    double t0 = xi_now();
-    xi_pool_run(pool, bw_task, &j);
-    double dt = xi_now() - t0;
-    volatile double sink = j.sums[0];
-    (void)sink;
-    return (double)n * sizeof(float) / dt;
-}
-
-typedef struct {
-    double sink[64];
-    long iters;
-} fma_job;
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-/* 12 independent chains of 8-lane FMAs: enough in flight to fill two FMA pipes. */
-__attribute__((target("avx2,fma"))) static double fma_loop_avx2(long iters) {
-    /* named accumulators so they live in registers, not in a stack array */
-    __m256 a0 = _mm256_set1_ps(0.0f), a1 = _mm256_set1_ps(0.1f), a2 = _mm256_set1_ps(0.2f),
-           a3 = _mm256_set1_ps(0.3f), a4 = _mm256_set1_ps(0.4f), a5 = _mm256_set1_ps(0.5f),
-           a6 = _mm256_set1_ps(0.6f), a7 = _mm256_set1_ps(0.7f), a8 = _mm256_set1_ps(0.8f),
-           a9 = _mm256_set1_ps(0.9f), a10 = _mm256_set1_ps(1.0f), a11 = _mm256_set1_ps(1.1f);
-    const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
-    for (long i = 0; i < iters; i++) {
-        a0 = _mm256_fmadd_ps(a0, m, a);
-        a1 = _mm256_fmadd_ps(a1, m, a);
-        a2 = _mm256_fmadd_ps(a2, m, a);
-        a3 = _mm256_fmadd_ps(a3, m, a);
-        a4 = _mm256_fmadd_ps(a4, m, a);
-        a5 = _mm256_fmadd_ps(a5, m, a);
-        a6 = _mm256_fmadd_ps(a6, m, a);
-        a7 = _mm256_fmadd_ps(a7, m, a);
-        a8 = _mm256_fmadd_ps(a8, m, a);
-        a9 = _mm256_fmadd_ps(a9, m, a);
-        a10 = _mm256_fmadd_ps(a10, m, a);
-        a11 = _mm256_fmadd_ps(a11, m, a);
-    }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
-    float out[8];
-    _mm256_storeu_ps(out, s);
-    return out[0];
-}
-#endif
-
-/* Portable fallback: 12 x 8 scalar chains (the compiler vectorises them). */
-static double fma_loop_generic(long iters) {
-    float acc[96];
-    for (int k = 0; k < 96; k++) acc[k] = (float)k * 1e-3f;
-    for (long i = 0; i < iters; i++)
-        for (int k = 0; k < 96; k++) acc[k] = acc[k] * 0.999999f + 1e-7f;
-    float s = 0;
-    for (int k = 0; k < 96; k++) s += acc[k];
-    return s;
-}
-
-static void fma_task(void *ctx, int ith, int nth) {
-    fma_job *j = ctx;
-    (void)nth;
-#if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        j->sink[ith] = fma_loop_avx2(j->iters);
-        return;
-    }
-#endif
-    j->sink[ith] = fma_loop_generic(j->iters);
-}
-
-/* FLOP/s of fp32 multiply-adds on every pool thread (96 lanes x 2 flops per iteration). */
-static double measure_fma_peak(xi_pool *pool) {
-    fma_job j = {.iters = 4000000};
-    double t0 = xi_now();
-    xi_pool_run(pool, fma_task, &j);
-    double dt = xi_now() - t0;
-    return 2.0 * 96 * (double)j.iters * xi_pool_size(pool) / dt;
-}
+#include "machine_limits.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -213,9 +115,9 @@ int main(int argc, char **argv) {
     const double lin = (double)xi_model_n_params(r.m) - embed * (c->tie_word_embeddings ? 1 : 2);
     const double attn = 4.0 * (prefill / 2.0) * c->n_heads * c->head_dim * c->n_layers;
     const double flop_per_tok = 2.0 * lin + attn;
-    measure_bandwidth(pool, bw_buf, nbw); /* warm the pages */
+    limits_read_bandwidth(pool, bw_buf, nbw); /* warm the pages */
     for (int rep = 0; rep < reps; rep++) {
-        bw[rep] = measure_bandwidth(pool, bw_buf, nbw);
+        bw[rep] = limits_read_bandwidth(pool, bw_buf, nbw);
         /* decode: a 16-token prompt, then decode_tokens single-token steps */
         if (run(&r, ids, 16, 0)) return 1;
         double t0 = xi_now();
@@ -224,7 +126,7 @@ int main(int argc, char **argv) {
         double dt = xi_now() - t0;
         dec[rep] = decode_tokens / dt;
         frac[rep] = dec[rep] * wbytes / bw[rep];
-        peak[rep] = measure_fma_peak(pool);
+        peak[rep] = limits_fma_peak(pool, 4000000L);
         if (prefill > 0) {
             t0 = xi_now();
             if (run(&r, ids, prefill, 0)) return 1;

@@ -1,7 +1,7 @@
 /* bench_kernels: matmul speed as fractions of this machine's limits, measured in the same run.
  *
- * Each repetition measures, for 1 and 2 threads: the read bandwidth (a streaming sum over
- * 1 GiB), the FMA peak (a register-only FMA loop), then GEMV (1 row) per weight format for
+ * Each repetition measures, for 1 and 2 threads: the read bandwidth over 1 GiB and the FMA
+ * peak (machine_limits.h), then GEMV (1 row) per weight format for
  * Qwen2.5-0.5B-sized matrices as GB/s of weight bytes / bandwidth, and GEMM (512 rows) as
  * GFLOP/s / FMA peak; last, the pool's round-trip latency for an empty job. Cases
  * alternate within a repetition so drift on a shared machine hits them all alike; the
@@ -26,113 +26,7 @@
 #include "base/base.h"
 #include "base/pool.h"
 #include "kernels/kernels.h"
-
-/* ---- machine limits ---- */
-
-typedef struct {
-    const float *buf;
-    size_t n;
-    double sums[64];
-} bw_job;
-
-/* Eight streams an eighth of the range apart, one accumulator each: as many concurrent
- * sequential streams as a 1x8 GEMV tile reads, so the prefetchers reach the rate a matmul
- * can get. */
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) static double stream_sum(const float *p, size_t n) {
-    const size_t q = n / 8 & ~(size_t)15;
-    __m256 a[8];
-    for (int s = 0; s < 8; s++) a[s] = _mm256_setzero_ps();
-    for (size_t i = 0; i + 16 <= q; i += 16) {
-#pragma GCC unroll 8
-        for (int s = 0; s < 8; s++)
-            a[s] = _mm256_add_ps(a[s], _mm256_add_ps(_mm256_loadu_ps(p + s * q + i),
-                                                     _mm256_loadu_ps(p + s * q + i + 8)));
-    }
-    for (int s = 1; s < 8; s++) a[0] = _mm256_add_ps(a[0], a[s]);
-    float t[8];
-    _mm256_storeu_ps(t, a[0]);
-    return (double)t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
-}
-#elif defined(__aarch64__)
-static double stream_sum(const float *p, size_t n) {
-    const size_t q = n / 4 & ~(size_t)15;
-    const float *p0 = p, *p1 = p + q, *p2 = p + 2 * q, *p3 = p + 3 * q;
-    float32x4_t a0 = vdupq_n_f32(0), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i + 4 <= q; i += 4) {
-        a0 = vaddq_f32(a0, vld1q_f32(p0 + i));
-        a1 = vaddq_f32(a1, vld1q_f32(p1 + i));
-        a2 = vaddq_f32(a2, vld1q_f32(p2 + i));
-        a3 = vaddq_f32(a3, vld1q_f32(p3 + i));
-    }
-    return (double)vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
-}
-#else
-static double stream_sum(const float *p, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += p[i];
-    return s;
-}
-#endif
-
-static void bw_task(void *ctx, int ith, int nth) {
-    bw_job *j = ctx;
-    long b, e;
-    xi_split_range((long)j->n, ith, nth, 4096, &b, &e);
-    j->sums[ith] = stream_sum(j->buf + b, (size_t)(e - b));
-}
-
-/* FLOPs per call of fma_task per thread. */
-#define FMA_ITERS 20000000L
-/* Twelve independent chains in named registers (an array would live in memory). */
-#define FMA12(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
-#if defined(__x86_64__)
-#define FMA_FLOPS_PER_ITER (12 * 8 * 2)
-__attribute__((target("avx2,fma"))) static float fma_loop(float seed) {
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(seed * 1e-7f);
-#define DECL(i) __m256 a##i = _mm256_set1_ps(seed + (float)i);
-#define STEP(i) a##i = _mm256_fmadd_ps(a##i, m, c);
-#define SUM(i) s = _mm256_add_ps(s, a##i);
-    FMA12(DECL)
-    for (long it = 0; it < FMA_ITERS; it++) {
-        FMA12(STEP)
-    }
-    __m256 s = _mm256_setzero_ps();
-    FMA12(SUM)
-    float t[8];
-    _mm256_storeu_ps(t, s);
-    return t[0];
-}
-#elif defined(__aarch64__)
-#define FMA_FLOPS_PER_ITER (12 * 4 * 2)
-static float fma_loop(float seed) {
-    const float32x4_t m = vdupq_n_f32(0.999999f), c = vdupq_n_f32(seed * 1e-7f);
-#define DECL(i) float32x4_t a##i = vdupq_n_f32(seed + (float)i);
-#define STEP(i) a##i = vfmaq_f32(c, a##i, m);
-#define SUM(i) s = vaddq_f32(s, a##i);
-    FMA12(DECL)
-    for (long it = 0; it < FMA_ITERS; it++) {
-        FMA12(STEP)
-    }
-    float32x4_t s = vdupq_n_f32(0);
-    FMA12(SUM)
-    return vgetq_lane_f32(s, 0);
-}
-#else
-#define FMA_FLOPS_PER_ITER 2
-static float fma_loop(float seed) {
-    float a = seed;
-    for (long it = 0; it < FMA_ITERS; it++) a = a * 0.999999f + 1e-7f;
-    return a;
-}
-#endif
-
-static volatile float fma_sink;
-static void fma_task(void *ctx, int ith, int nth) {
-    (void)ctx;
-    (void)nth;
-    fma_sink = fma_loop((float)ith + 1.0f);
-}
+#include "machine_limits.h"
 
 /* ---- cases ---- */
 
@@ -331,17 +225,12 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; r++)
         for (int t = 0; t < n_tl; t++) {
             xi_pool *p = pools[t];
-            bw_job bj = {bwbuf, bw_bytes / 4, {0}};
-            xi_pool_run(p, bw_task, &bj); /* warm the pages and TLB */
-            double t0 = xi_now();
-            xi_pool_run(p, bw_task, &bj);
-            const double bw_gbs = (double)bw_bytes / (xi_now() - t0) / 1e9;
+            limits_read_bandwidth(p, bwbuf, bw_bytes / 4); /* warm the pages and TLB */
+            const double bw_gbs = limits_read_bandwidth(p, bwbuf, bw_bytes / 4) / 1e9;
+            const double pk = limits_fma_peak(p, 20000000L) / 1e9;
             bw[t * reps + r] = bw_gbs;
-            t0 = xi_now();
-            xi_pool_run(p, fma_task, NULL);
-            const double pk = (double)FMA_ITERS * FMA_FLOPS_PER_ITER * thread_list[t] /
-                              (xi_now() - t0) / 1e9;
             peak[t * reps + r] = pk;
+            double t0;
             for (int c = 0; c < n_cases; c++) {
                 bench_case *bc = &cases[c];
                 const int calls = bc->rows == 1 ? XI_MAX(bc->n_copies, 4) : 1;
