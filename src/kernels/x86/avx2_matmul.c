@@ -373,9 +373,13 @@ static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int
     const int ti = w->dtype == XI_F16 ? 1 : w->dtype == XI_BF16 ? 2 : w->dtype == XI_Q8 ? 3 : 0;
     const size_t es = w->dtype == XI_F32 ? 4 : w->dtype == XI_Q8 ? 1 : 2, bs = (size_t)(8 * K) * es;
     const int64_t RB = rows < 4 ? rows : GEMM_ROW_BLOCK;
-    /* More than one 4-row tile per column group: convert the group's blocks to f32 once
-     * instead of once per tile (NULL, out of memory: the tiles convert, same bits). */
-    float *f32 = rows > 4 && ti ? panel_scratch((size_t)(BTILE_NB(4) * 8 * K) * 4) : NULL;
+    /* Many 4-row tiles per column group: convert the group's blocks to f32 once instead of
+     * once per tile (NULL, out of memory: the tiles convert, same bits). F16 and BF16 tiles
+     * convert cheaply enough that up to 16 rows run faster without the panel's extra
+     * write and reads (measured, 4864x896, 8 / 16 rows: BF16 +21% / +7%, F16 +20% / 0%;
+     * INT8 gains from the panel from 16 rows on). */
+    const int64_t panel_rows = w->dtype == XI_Q8 ? 4 : 16;
+    float *f32 = rows > panel_rows && ti ? panel_scratch((size_t)(BTILE_NB(4) * 8 * K) * 4) : NULL;
     for (int64_t rb = 0; rb < rows; rb += RB) {
         const int64_t re = XI_MIN(rows, rb + RB);
         const int NBmax = BTILE_NB((int)XI_MIN((int64_t)4, re - rb));
