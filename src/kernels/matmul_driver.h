@@ -66,15 +66,13 @@ static cols_fn cols_for(xi_dtype t, int R) {
 
 /* Columns [n, n + C) of a blocked weight, all in n's block, as exact f32 values (Q8
  * unscaled) in panel[C][K]: the conversions are exact, so these are the values tile() and
- * panel_column would use. A variant may vectorize it (HAVE_PANEL_BLOCK). */
-#ifndef HAVE_PANEL_BLOCK
+ * panel_column would use. Only variants without blocked_rows take this path. */
 static void panel_block(float *panel, const xi_weight *w, int64_t n, int64_t C) {
     const int64_t K = w->n_in;
     for (int64_t c = 0; c < C; c++)
         for (int64_t k = 0; k < K; k++)
             panel[c * K + k] = xi_elem_f32(w->dtype, w->data, xi_weight_index(w, n + c, k));
 }
-#endif
 
 /* Per-thread scratch that grows to the largest need once and is then reused, so
  * steady-state steps (decode of many sequences, prefill chunks) allocate nothing: slot 0

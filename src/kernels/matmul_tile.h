@@ -42,10 +42,10 @@ static inline float xi_elem_f32(xi_dtype t, const void *p, int64_t i) {
     }
 }
 
-
-/* A tile-internal format: columns of an f32 panel holding a Q4_AWQ weight's q - z (exact),
- * with wsrc's scale / groups / gs of the weight, so the tile applies the scales per group
- * exactly as the direct Q4_AWQ tiles do. */
+/* A tile-internal format: columns of an f32 panel holding what the variant's panel_column
+ * gives for a Q4_AWQ weight (q - z, or the codes q where the variant folds zero points per
+ * group, both exact), with wsrc's scale / zero / groups / gs of the weight, so the tile
+ * applies them per group exactly as the direct Q4_AWQ tiles do. */
 #define XI_Q4_PANEL XI_DTYPE_COUNT
 
 /* The weight columns [n, ...) of w. */

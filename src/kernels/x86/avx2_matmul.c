@@ -240,16 +240,22 @@ static void panel_column(float *dst, const xi_weight *w, int64_t n) {
 #define BX(r) const __m256 x##r = r < R ? _mm256_broadcast_ss(x + r * ldx + k) : zero;
 #define BFMA_R(r, b) if (r < R && b < NB) a##r##b = _mm256_fmadd_ps(x##r, w##b, a##r##b);
 #define BX1(r) const __m256 x##r = r < R ? _mm256_broadcast_ss(x + r * ldx + k + 1) : zero;
-/* BF16 pairs: inputs k (the u32's high half after a shift) and k + 1 (its high half) */
+
+/* BF16 input pairs (kernels.h): 32 bytes hold inputs k and k + 1 of 8 columns; input k is
+ * each u32's low half moved up, input k + 1 its high half with the low half cleared. */
+XI_INLINE __m256 bf16_pair_k0(__m256i d) { return _mm256_castsi256_ps(_mm256_slli_epi32(d, 16)); }
+XI_INLINE __m256 bf16_pair_k1(__m256i d) {
+    return _mm256_castsi256_ps(_mm256_and_si256(d, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
 #define BPAIR(b) _mm256_loadu_si256((const __m256i *)(blk + b * bstride + k * 16))
 #define BSTEP_K0(b)                                                                         \
     if (b < NB) {                                                                           \
-        const __m256 w##b = _mm256_castsi256_ps(_mm256_slli_epi32(BPAIR(b), 16));           \
+        const __m256 w##b = bf16_pair_k0(BPAIR(b));                                         \
         BFMA_R(0, b) BFMA_R(1, b) BFMA_R(2, b) BFMA_R(3, b)                                 \
     }
 #define BSTEP_K1(b)                                                                         \
     if (b < NB) {                                                                           \
-        const __m256 w##b = _mm256_castsi256_ps(_mm256_and_si256(BPAIR(b), mask));          \
+        const __m256 w##b = bf16_pair_k1(BPAIR(b));                                         \
         BFMA_R(0, b) BFMA_R(1, b) BFMA_R(2, b) BFMA_R(3, b)                                 \
     }
 #define BSTEP(b)                                                                            \
@@ -285,7 +291,6 @@ XI_INLINE void btile(xi_dtype t, int R, int NB, float *y, int64_t ldy, const flo
     FOR_B(BACC0) FOR_B(BACC1) FOR_B(BACC2) FOR_B(BACC3)
     int64_t k = 0;
     if (t == XI_BF16) { /* input pairs (kernels.h): the same FMAs, in the same order */
-        const __m256i mask = _mm256_set1_epi32((int)0xFFFF0000u);
         for (; k + 2 <= K; k += 2) {
             if (R == 1 && !((k * 16) & 63) && (size_t)(k * 16) + 512 < bstride) {
                 FOR_B(BPF)
@@ -340,9 +345,6 @@ BT_FNS(Q8)
      {bt_##T##_4_1, bt_##T##_4_2, bt_##T##_4_3}}
 static const btile_fn BTILES[4][4][8] = {BT_ROW(F32), BT_ROW(F16), BT_ROW(BF16), BT_ROW(Q8)};
 
-/* Rows [0, rows) x columns [n0, n1) of a blocked weight. Few rows: one pass of the widest
- * tiles over the blocks. Many: per block of rows (x stays in L2), per 3 blocks (they stay in
- * L2), 4-row tiles down the row block. */
 static float *panel_scratch(size_t bytes); /* matmul_driver.h */
 
 /* Blocks [b, b + NB) of a blocked F16 / BF16 / Q8 weight as f32 (Q8 unscaled), same layout:
@@ -353,12 +355,11 @@ static void blocks_to_f32(float *dst, const xi_weight *w, int64_t b, int NB) {
     const char *src = (const char *)w->data + (size_t)(b * 8 * w->n_in) * es;
     if (w->dtype == XI_BF16) { /* per block: input pairs, then an odd last input */
         const int64_t K = w->n_in, K2 = K & ~(int64_t)1;
-        const __m256i mask = _mm256_set1_epi32((int)0xFFFF0000u);
         for (int64_t i0 = 0; i0 < n; i0 += 8 * K) {
             for (int64_t k = 0; k < K2; k += 2) {
                 const __m256i d = _mm256_loadu_si256((const __m256i *)(src + (i0 + k * 8) * 2));
-                _mm256_storeu_ps(dst + i0 + k * 8, _mm256_castsi256_ps(_mm256_slli_epi32(d, 16)));
-                _mm256_storeu_ps(dst + i0 + k * 8 + 8, _mm256_castsi256_ps(_mm256_and_si256(d, mask)));
+                _mm256_storeu_ps(dst + i0 + k * 8, bf16_pair_k0(d));
+                _mm256_storeu_ps(dst + i0 + k * 8 + 8, bf16_pair_k1(d));
             }
             if (K2 < K) _mm256_storeu_ps(dst + i0 + K2 * 8, avx2_load8(w->dtype, src, i0 + K2 * 8));
         }
@@ -367,6 +368,9 @@ static void blocks_to_f32(float *dst, const xi_weight *w, int64_t b, int NB) {
     for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(dst + i, avx2_load8(w->dtype, src, i));
 }
 
+/* Rows [0, rows) x columns [n0, n1) of a blocked weight. Few rows: one pass of the widest
+ * tiles over the blocks. Many: per block of rows (x stays in L2), per 3 blocks (they stay in
+ * L2), 4-row tiles down the row block. */
 static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                          const xi_weight *w, int64_t n0, int64_t n1) {
     const int64_t K = w->n_in, b0 = n0 / 8, b1 = (n1 + 7) / 8;
