@@ -6,34 +6,52 @@
  * lane l accumulates x[r, k] * W[n, k] for k = 4i + l, i ascending, one FMA each. Then the
  * lanes are summed as (l0+l1)+(l2+l3), then the k % 4 tail is added one scalar FMA at a
  * time, then (Q8) the sum is multiplied by scale[n]. Q4_AWQ runs that order per group over
- * (q - z) (exact) and folds each group's sum S_g as y = fma(S_g, scale_g, y) from y = 0, g
- * ascending (tile_q4). Every path (GEMV tiles, small-batch
- * tiles, GEMM over an f32 panel, any tile edge) performs exactly these operations. */
+ * the codes q (exact) to S_g, and the same order over x alone to X_g (q4_group_sums), then
+ * folds each group as y = fma(S_g - z_g * X_g, scale_g, y) from y = 0, g ascending
+ * (tile_q4). Every path (GEMV tiles, small-batch tiles, GEMM over an f32 panel, any tile
+ * edge) performs exactly these operations. The dense blocked layout (block 8) has an order
+ * of its own, described at btile. */
 #include "kernels/arm/neon_common.h"
 
 #define GEMM_MIN_ROWS 8
 #define GEMM_ROW_BLOCK 32
 #define PANEL_COLS 4
 
-/* Q4_AWQ: q - z (exact) of inputs k..k+7 (k % 8 == 0), *lo = k..k+3 and *hi = k+4..k+7.
- * Row-major: the little-endian u32 at byte k/2 holds them in nibbles 0..7; block 16
- * (kernels.h): one nibble of each of the 8 bytes of k's 16 inputs. */
-XI_INLINE void q4_codes8(const char *row, int64_t k, float32x4_t zv, float32x4_t *lo,
-                         float32x4_t *hi, int q4b) {
-    if (q4b == 16) {
-        const uint8x8_t b = vld1_u8((const uint8_t *)row + (k / 16) * 8);
-        const uint16x8_t h = vmovl_u8(k & 8 ? vshr_n_u8(b, 4) : vand_u8(b, vdup_n_u8(15)));
-        *lo = vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(h))), zv);
-        *hi = vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_high_u16(h))), zv);
-        return;
-    }
+/* Q4_AWQ row-major: the codes q of inputs k..k+7 (k % 8 == 0) as exact f32 values, *lo =
+ * k..k+3 and *hi = k+4..k+7; the little-endian u32 at byte k/2 holds them in nibbles 0..7. */
+XI_INLINE void q4_codes8(const char *row, int64_t k, float32x4_t *lo, float32x4_t *hi) {
     uint32_t u;
     memcpy(&u, row + k / 2, 4);
     const uint32x4_t v = vdupq_n_u32(u), mask = vdupq_n_u32(15);
     const int32x4_t sh_lo = {0, -4, -8, -12}, sh_hi = {-16, -20, -24, -28};
-    *lo = vsubq_f32(vcvtq_f32_u32(vandq_u32(vshlq_u32(v, sh_lo), mask)), zv);
-    *hi = vsubq_f32(vcvtq_f32_u32(vandq_u32(vshlq_u32(v, sh_hi), mask)), zv);
+    *lo = vcvtq_f32_u32(vandq_u32(vshlq_u32(v, sh_lo), mask));
+    *hi = vcvtq_f32_u32(vandq_u32(vshlq_u32(v, sh_hi), mask));
 }
+
+/* Q4_AWQ block 16 (kernels.h): the codes of inputs k..k+15 (k % 16 == 0) as four f32
+ * vectors from one 8-byte load: a mask and a shift split the nibbles, and the codes go
+ * through f16 (exact for 0..15), one conversion per 8 codes plus two lengthenings. */
+XI_INLINE void q4b_codes16(const char *row, int64_t k, float32x4_t *w0, float32x4_t *w1,
+                           float32x4_t *w2, float32x4_t *w3) {
+    const uint8x8_t b = vld1_u8((const uint8_t *)row + k / 2);
+    const float16x8_t lo = vcvtq_f16_u16(vmovl_u8(vand_u8(b, vdup_n_u8(15))));
+    const float16x8_t hi = vcvtq_f16_u16(vmovl_u8(vshr_n_u8(b, 4)));
+    *w0 = vcvt_f32_f16(vget_low_f16(lo));
+    *w1 = vcvt_high_f32_f16(lo);
+    *w2 = vcvt_f32_f16(vget_low_f16(hi));
+    *w3 = vcvt_high_f32_f16(hi);
+}
+
+/* X_g of one row of x: per group, lane l sums x[k] for k = 4i + l within the group, i
+ * ascending, then the lanes in neon_hsum's order, as tile_q4 sums q * x. */
+static void q4_group_sums(float *out, const float *x, int64_t K, int64_t gs) {
+    for (int64_t g = 0; g < K / gs; g++) {
+        float32x4_t a = vdupq_n_f32(0.0f);
+        for (int64_t k = g * gs; k < (g + 1) * gs; k += 4) a = vaddq_f32(a, vld1q_f32(x + k));
+        out[g] = neon_hsum(a);
+    }
+}
+#define HAVE_Q4_GROUP_SUMS
 
 #define FOR_COLS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
 #define FOR_ROWS(OP) OP(0) OP(1) OP(2) OP(3)
@@ -55,10 +73,28 @@ XI_INLINE void q4_codes8(const char *row, int64_t k, float32x4_t zv, float32x4_t
 #define W_DENSE(c) const float32x4_t w##c = c < C ? neon_load4(t, w->base + c * w->stride, k) : zero;
 #define W_Q4(c)                                                                             \
     float32x4_t w##c = zero, wh##c = zero;                                                  \
-    if (c < C) q4_codes8(w->base + c * w->stride, k, z##c, &w##c, &wh##c, w->q4b);
-#define Q4_ZERO(c) \
-    const float32x4_t z##c = c < C ? vdupq_n_f32((float)w->zero[c * w->groups + g]) : zero;
+    if (c < C) q4_codes8(w->base + c * w->stride, k, &w##c, &wh##c);
+#define X_LOAD4(r)                                                                          \
+    const float32x4_t x##r = r < R ? vld1q_f32(io->x + r * io->ldx + k) : zero;             \
+    const float32x4_t xh##r = r < R ? vld1q_f32(io->x + r * io->ldx + k + 4) : zero;        \
+    const float32x4_t xi##r = r < R ? vld1q_f32(io->x + r * io->ldx + k + 8) : zero;        \
+    const float32x4_t xj##r = r < R ? vld1q_f32(io->x + r * io->ldx + k + 12) : zero;
+#define ACC_FMA4(r, c)                                                                      \
+    if (r < R) {                                                                            \
+        a##r##c = vfmaq_f32(a##r##c, x##r, w0);                                             \
+        a##r##c = vfmaq_f32(a##r##c, xh##r, w1);                                            \
+        a##r##c = vfmaq_f32(a##r##c, xi##r, w2);                                            \
+        a##r##c = vfmaq_f32(a##r##c, xj##r, w3);                                            \
+    }
+/* Block-16 codes of column c, converted and used at once. */
+#define Q4B_STEP(c)                                                                         \
+    if (c < C) {                                                                            \
+        float32x4_t w0, w1, w2, w3;                                                         \
+        q4b_codes16(w->base + c * w->stride, k, &w0, &w1, &w2, &w3);                        \
+        ACC_FMA4(0, c) ACC_FMA4(1, c) ACC_FMA4(2, c) ACC_FMA4(3, c)                         \
+    }
 #define Q4_S(c) (c < C ? w->scale[c * w->groups + g] : 0.0f)
+#define Q4_Z(c) (c < C ? (float)w->zero[c * w->groups + g] : 0.0f)
 #define W_PANEL(c) \
     const float32x4_t w##c = c < C ? vld1q_f32((const float *)(w->base + c * w->stride) + k) : zero;
 
@@ -82,23 +118,30 @@ XI_INLINE void finish_row(xi_dtype t, int C, const tile_io *io, int r, const wsr
     }
 }
 
-/* Q4_AWQ, for C <= 4 columns: per group g, each column's lanes accumulate (q - z) * x in
- * the canonical lane order over the group only; the group sum S_g (neon_hsum4's order) is
- * folded as y = fma(S_g, scale_g, y) from y = 0, g ascending. */
+/* Q4_AWQ, for C <= 4 columns: per group g, each column's lanes accumulate q * x in the
+ * canonical lane order over the group only; the group sum S_g (neon_hsum4's order) is
+ * folded as y = fma(S_g - z_g * X_g, scale_g, y) (fused, one rounding each) from y = 0, g
+ * ascending, with X_g from io->xg: the zero point costs one FMA per group instead of one
+ * subtraction per weight. */
 XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) {
     const float32x4_t zero = vdupq_n_f32(0.0f);
     float32x4_t t0 = zero, t1 = zero, t2 = zero, t3 = zero;
-    const int64_t K = io->k;
+    const int64_t K = io->k, G = w->groups;
     for (int64_t g = 0, k = 0; k < K; g++) {
         FOR_TILE(ACC_DECL)
-        if (t == XI_Q4_PANEL) { /* q - z already in f32 columns */
+        if (t == XI_Q4_PANEL) { /* the codes already in f32 columns */
             for (const int64_t ke = k + w->gs; k < ke; k += 4) {
                 FOR_COLS(W_PANEL)
                 FOR_ROWS(X_LOAD)
                 FOR_TILE(ACC_FMA)
             }
+        } else if (w->q4b == 16) {
+            for (const int64_t ke = k + w->gs; k < ke; k += 16) {
+                if (!(k & 127)) FOR_COLS(PF_NEXT_Q4)
+                FOR_ROWS(X_LOAD4)
+                Q4B_STEP(0) Q4B_STEP(1) Q4B_STEP(2) Q4B_STEP(3)
+            }
         } else {
-            FOR_COLS(Q4_ZERO)
             for (const int64_t ke = k + w->gs; k < ke; k += 8) {
                 if (!(k & 127)) FOR_COLS(PF_NEXT_Q4)
                 FOR_COLS(W_Q4)
@@ -107,11 +150,15 @@ XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *
             }
         }
         const float sa[4] = {Q4_S(0), Q4_S(1), Q4_S(2), Q4_S(3)};
-        const float32x4_t sv = vld1q_f32(sa);
-        t0 = vfmaq_f32(t0, neon_hsum4(a00, a01, a02, a03), sv);
-        if (R > 1) t1 = vfmaq_f32(t1, neon_hsum4(a10, a11, a12, a13), sv);
-        if (R > 2) t2 = vfmaq_f32(t2, neon_hsum4(a20, a21, a22, a23), sv);
-        if (R > 3) t3 = vfmaq_f32(t3, neon_hsum4(a30, a31, a32, a33), sv);
+        const float za[4] = {Q4_Z(0), Q4_Z(1), Q4_Z(2), Q4_Z(3)};
+        const float32x4_t sv = vld1q_f32(sa), zv = vld1q_f32(za);
+#define Q4_FOLD(acc, r, S) \
+    acc = vfmaq_f32(acc, vfmsq_f32(S, zv, vdupq_n_f32(io->xg[(r) * G + g])), sv);
+        Q4_FOLD(t0, 0, neon_hsum4(a00, a01, a02, a03))
+        if (R > 1) Q4_FOLD(t1, 1, neon_hsum4(a10, a11, a12, a13))
+        if (R > 2) Q4_FOLD(t2, 2, neon_hsum4(a20, a21, a22, a23))
+        if (R > 3) Q4_FOLD(t3, 3, neon_hsum4(a30, a31, a32, a33))
+#undef Q4_FOLD
         (void)a04, (void)a05, (void)a06, (void)a07;
     }
     const float32x4_t tr[4] = {t0, t1, t2, t3};
@@ -152,15 +199,18 @@ XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) 
 static void panel_column(float *dst, const xi_weight *w, int64_t n) {
     const int64_t K = w->n_in, K4 = K & ~(int64_t)3;
     const wsrc s = wsrc_at(w, n);
-    if (w->dtype == XI_Q4_AWQ) { /* q - z: the driver applies the scales per group */
-        for (int64_t g = 0; g < s.groups; g++) {
-            const float32x4_t zv = vdupq_n_f32((float)s.zero[g]);
-            for (int64_t k = g * s.gs; k < (g + 1) * s.gs; k += 8) {
-                float32x4_t lo, hi;
-                q4_codes8(s.base, k, zv, &lo, &hi, s.q4b);
-                vst1q_f32(dst + k, lo);
-                vst1q_f32(dst + k + 4, hi);
+    if (w->dtype == XI_Q4_AWQ) { /* the codes: the tiles apply zero points and scales */
+        for (int64_t k = 0; k < K; k += s.q4b == 16 ? 16 : 8) {
+            float32x4_t w0, w1, w2, w3;
+            if (s.q4b == 16) {
+                q4b_codes16(s.base, k, &w0, &w1, &w2, &w3);
+                vst1q_f32(dst + k + 8, w2);
+                vst1q_f32(dst + k + 12, w3);
+            } else {
+                q4_codes8(s.base, k, &w0, &w1);
             }
+            vst1q_f32(dst + k, w0);
+            vst1q_f32(dst + k + 4, w1);
         }
         return;
     }
@@ -168,6 +218,180 @@ static void panel_column(float *dst, const xi_weight *w, int64_t n) {
     for (; k < K4; k += 4) vst1q_f32(dst + k, neon_load4(w->dtype, s.base, k));
     for (; k < K; k++) dst[k] = xi_elem_f32(w->dtype, s.base, k);
 }
+
+/* Blocked weights (block 8, kernels.h): a block's 8 columns at input k are two vectors,
+ * columns 0..3 and 4..7, lane = column. y[r, n] is one FMA chain over k ascending from 0,
+ * then (Q8) times scale[n]; the tiles take four inputs of x per row in one vector and
+ * multiply by its lanes, which rounds exactly like a broadcast, so every row count, tile
+ * and thread split gives the same bits. A tile is R rows x NB blocks: each input converts
+ * the NB blocks' weights once for all R rows. */
+
+/* Input k of a block in the plain blocked layout (F32 / F16 / Q8, and BF16's odd last
+ * input) as two f32 vectors. Q8 goes through f16 (int8 is exact in f16): one widening,
+ * one conversion and two lengthenings per 8 weights instead of two conversions and four
+ * widenings. */
+XI_INLINE void bload(xi_dtype t, const char *p, float32x4_t *lo, float32x4_t *hi) {
+    switch (t) {
+    case XI_F16: {
+        const float16x8_t h = vld1q_f16((const float16_t *)p);
+        *lo = vcvt_f32_f16(vget_low_f16(h));
+        *hi = vcvt_high_f32_f16(h);
+        return;
+    }
+    case XI_BF16: {
+        const uint16x8_t u = vld1q_u16((const uint16_t *)p);
+        *lo = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(u), 16));
+        *hi = vreinterpretq_f32_u32(vshll_high_n_u16(u, 16));
+        return;
+    }
+    case XI_Q8: {
+        const float16x8_t h = vcvtq_f16_s16(vmovl_s8(vld1_s8((const int8_t *)p)));
+        *lo = vcvt_f32_f16(vget_low_f16(h));
+        *hi = vcvt_high_f32_f16(h);
+        return;
+    }
+    default:
+        *lo = vld1q_f32((const float *)p);
+        *hi = vld1q_f32((const float *)p + 4);
+        return;
+    }
+}
+
+/* BF16 input pairs (kernels.h): 32 bytes hold inputs k and k + 1 of 8 columns, one u32 per
+ * column; input k is its low half moved up, input k + 1 its high half with the low cleared. */
+XI_INLINE void bpair(const char *p, int second, float32x4_t *lo, float32x4_t *hi) {
+    const uint32x4_t a = vld1q_u32((const uint32_t *)p), b = vld1q_u32((const uint32_t *)p + 4);
+    if (second) {
+        const uint32x4_t m = vdupq_n_u32(0xFFFF0000u);
+        *lo = vreinterpretq_f32_u32(vandq_u32(a, m));
+        *hi = vreinterpretq_f32_u32(vandq_u32(b, m));
+    } else {
+        *lo = vreinterpretq_f32_u32(vshlq_n_u32(a, 16));
+        *hi = vreinterpretq_f32_u32(vshlq_n_u32(b, 16));
+    }
+}
+
+#define FOR_B(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
+#define BACC(r, b) float32x4_t a##r##b##l = zero, a##r##b##h = zero;
+#define BACC0(b) BACC(0, b)
+#define BACC1(b) BACC(1, b)
+#define BACC2(b) BACC(2, b)
+#define BACC3(b) BACC(3, b)
+/* x of row r: four inputs from k (lane FMAs) or one input broadcast (tails). */
+#define BX4(r) const float32x4_t x##r = r < R ? vld1q_f32(x + r * ldx + k) : zero;
+#define BX1(r) const float32x4_t x##r = r < R ? vdupq_n_f32(x[r * ldx + k]) : zero;
+#define BFMA_L(r, b, j)                                                                     \
+    if (r < R && b < NB) {                                                                  \
+        a##r##b##l = vfmaq_laneq_f32(a##r##b##l, wl##b, x##r, j);                           \
+        a##r##b##h = vfmaq_laneq_f32(a##r##b##h, wh##b, x##r, j);                           \
+    }
+#define BFMA_V(r, b)                                                                        \
+    if (r < R && b < NB) {                                                                  \
+        a##r##b##l = vfmaq_f32(a##r##b##l, wl##b, x##r);                                    \
+        a##r##b##h = vfmaq_f32(a##r##b##h, wh##b, x##r);                                    \
+    }
+/* Input k + j of block b, converted and used at once so one register pair holds it. */
+#define BSTEP(b, j)                                                                         \
+    if (b < NB) {                                                                           \
+        float32x4_t wl##b, wh##b;                                                           \
+        if (t == XI_BF16)                                                                   \
+            bpair(blk + b * bstride + (size_t)((k + (j & ~1)) * 16), j & 1, &wl##b, &wh##b); \
+        else                                                                                \
+            bload(t, blk + b * bstride + (size_t)((k + j) * 8) * es, &wl##b, &wh##b);        \
+        BFMA_L(0, b, j) BFMA_L(1, b, j) BFMA_L(2, b, j) BFMA_L(3, b, j)                     \
+    }
+#define BSTEP0(b) BSTEP(b, 0)
+#define BSTEP1(b) BSTEP(b, 1)
+#define BSTEP2(b) BSTEP(b, 2)
+#define BSTEP3(b) BSTEP(b, 3)
+/* One input in a tail: BF16 as the first or second half of its pair, or unpaired. */
+#define BTAIL(b)                                                                            \
+    if (b < NB) {                                                                           \
+        float32x4_t wl##b, wh##b;                                                           \
+        if (t == XI_BF16 && k < K2)                                                         \
+            bpair(blk + b * bstride + (size_t)((k & ~(int64_t)1) * 16), (int)(k & 1), &wl##b, \
+                  &wh##b);                                                                  \
+        else                                                                                \
+            bload(t, blk + b * bstride + (size_t)(k * 8) * es, &wl##b, &wh##b);              \
+        BFMA_V(0, b) BFMA_V(1, b) BFMA_V(2, b) BFMA_V(3, b)                                 \
+    }
+#define BPF(b) if (b < NB) __builtin_prefetch(blk + b * bstride + pf);
+#define BST(r, b) if (r < R && b < NB) bstore(y + r * ldy + b * 8, a##r##b##l, a##r##b##h, sc, b, lo, hi);
+#define BST0(b) BST(0, b)
+#define BST1(b) BST(1, b)
+#define BST2(b) BST(2, b)
+#define BST3(b) BST(3, b)
+
+/* Store columns [lo, hi) (relative to the tile's first column) of block b, scaled for Q8. */
+XI_INLINE void bstore(float *y, float32x4_t l, float32x4_t h, const float *sc, int b, int64_t lo,
+                      int64_t hi) {
+    if (sc) {
+        l = vmulq_f32(l, vld1q_f32(sc + b * 8));
+        h = vmulq_f32(h, vld1q_f32(sc + b * 8 + 4));
+    }
+    if (lo <= b * 8 && hi >= b * 8 + 8) {
+        vst1q_f32(y, l);
+        vst1q_f32(y + 4, h);
+        return;
+    }
+    float tmp[8];
+    vst1q_f32(tmp, l);
+    vst1q_f32(tmp + 4, h);
+    for (int64_t c = XI_MAX(lo - b * 8, 0); c < XI_MIN(hi - b * 8, 8); c++) y[c] = tmp[c];
+}
+
+/* R rows x NB blocks starting at block pointer blk; y points at the first block's column 0
+ * of row 0; columns outside [lo, hi) of the tile are computed and not stored. */
+XI_INLINE void btile(xi_dtype t, int R, int NB, float *y, int64_t ldy, const float *x,
+                     int64_t ldx, const char *blk, size_t bstride, int64_t K, const float *sc,
+                     int64_t lo, int64_t hi) {
+    const float32x4_t zero = vdupq_n_f32(0.0f);
+    const int64_t es = t == XI_F32 ? 4 : t == XI_Q8 ? 1 : 2;
+    const int64_t K2 = t == XI_BF16 ? K & ~(int64_t)1 : K; /* BF16: inputs in pairs */
+    FOR_B(BACC0) FOR_B(BACC1) FOR_B(BACC2) FOR_B(BACC3)
+    int64_t k = 0;
+    for (; k + 4 <= K2; k += 4) {
+        /* a few lines ahead on each block's stream, once per 64 bytes */
+        if (R == 1 && !((k * 8 * es) & 63) && (size_t)(k * 8 * es) + 640 < bstride) {
+            size_t pf = (size_t)(k * 8 * es) + 512;
+            FOR_B(BPF)
+            if (es == 4) { /* an f32 step reads two lines */
+                pf += 64;
+                FOR_B(BPF)
+            }
+        }
+        BX4(0) BX4(1) BX4(2) BX4(3)
+        FOR_B(BSTEP0) FOR_B(BSTEP1) FOR_B(BSTEP2) FOR_B(BSTEP3)
+    }
+    for (; k < K; k++) {
+        BX1(0) BX1(1) BX1(2) BX1(3)
+        FOR_B(BTAIL)
+    }
+    FOR_B(BST0) FOR_B(BST1) FOR_B(BST2) FOR_B(BST3)
+}
+
+/* Blocks per tile for R rows: 2 * R * NB accumulators within 32 q registers. */
+#define BTILE_NB(R) ((R) == 1 ? 8 : (R) == 2 ? 6 : (R) == 3 ? 4 : 3)
+
+/* Blocks [b, b + NB) of a blocked F16 / BF16 / Q8 weight as f32 (Q8 unscaled) in the plain
+ * blocked layout: the conversions are exact, so tiles over it give the bits of tiles over
+ * the weight. */
+static void blocks_to_f32(float *dst, const xi_weight *w, int64_t b, int NB) {
+    const int64_t K = w->n_in, K2 = w->dtype == XI_BF16 ? K & ~(int64_t)1 : K;
+    const size_t es = w->dtype == XI_Q8 ? 1 : 2;
+    const char *src = (const char *)w->data + (size_t)(b * 8 * K) * es;
+    for (int i = 0; i < NB; i++, src += (size_t)(8 * K) * es, dst += 8 * K)
+        for (int64_t k = 0; k < K; k++) {
+            float32x4_t l, h;
+            if (k < K2 && w->dtype == XI_BF16)
+                bpair(src + (size_t)((k & ~(int64_t)1) * 16), (int)(k & 1), &l, &h);
+            else
+                bload(w->dtype, src + (size_t)(k * 8) * es, &l, &h);
+            vst1q_f32(dst + k * 8, l);
+            vst1q_f32(dst + k * 8 + 4, h);
+        }
+}
+#define HAVE_BLOCKED_ROWS 8
 
 #include "kernels/matmul_driver.h"
 

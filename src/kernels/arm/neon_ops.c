@@ -85,6 +85,8 @@ static void neon_silu_mul(float *y, const float *gate, const float *up, int64_t 
 
 static const xi_ops neon_ops = {
     .name = "neon",
+    .weight_block = 8,
+    .q4_block = 16,
     .matmul = xi_neon_matmul,
     .attn = attn_driver,
     .rmsnorm = neon_rmsnorm,

@@ -320,33 +320,6 @@ XI_INLINE void btile(xi_dtype t, int R, int NB, float *y, int64_t ldy, const flo
 /* Blocks per tile for R rows within 16 ymm registers. */
 #define BTILE_NB(R) ((R) == 1 ? 8 : (R) == 2 ? 6 : (R) == 3 ? 4 : 3)
 
-typedef void (*btile_fn)(float *, int64_t, const float *, int64_t, const char *, size_t, int64_t,
-                         const float *, int64_t, int64_t);
-#define BT_FN(T, R, NB)                                                                        \
-    static void bt_##T##_##R##_##NB(float *y, int64_t ldy, const float *x, int64_t ldx,         \
-                                    const char *blk, size_t bs, int64_t K, const float *sc,     \
-                                    int64_t lo, int64_t hi) {                                   \
-        btile(XI_##T, R, NB, y, ldy, x, ldx, blk, bs, K, sc, lo, hi);                           \
-    }
-#define BT_FNS(T)                                                                              \
-    BT_FN(T, 1, 1) BT_FN(T, 1, 2) BT_FN(T, 1, 3) BT_FN(T, 1, 4) BT_FN(T, 1, 5) BT_FN(T, 1, 6)  \
-    BT_FN(T, 1, 7) BT_FN(T, 1, 8) BT_FN(T, 2, 1) BT_FN(T, 2, 2) BT_FN(T, 2, 3) BT_FN(T, 2, 4)  \
-    BT_FN(T, 2, 5) BT_FN(T, 2, 6) BT_FN(T, 3, 1) BT_FN(T, 3, 2) BT_FN(T, 3, 3) BT_FN(T, 3, 4)  \
-    BT_FN(T, 4, 1) BT_FN(T, 4, 2) BT_FN(T, 4, 3)
-BT_FNS(F32)
-BT_FNS(F16)
-BT_FNS(BF16)
-BT_FNS(Q8)
-#define BT_ROW(T)                                                                              \
-    {{bt_##T##_1_1, bt_##T##_1_2, bt_##T##_1_3, bt_##T##_1_4, bt_##T##_1_5, bt_##T##_1_6,      \
-      bt_##T##_1_7, bt_##T##_1_8},                                                             \
-     {bt_##T##_2_1, bt_##T##_2_2, bt_##T##_2_3, bt_##T##_2_4, bt_##T##_2_5, bt_##T##_2_6},      \
-     {bt_##T##_3_1, bt_##T##_3_2, bt_##T##_3_3, bt_##T##_3_4},                                 \
-     {bt_##T##_4_1, bt_##T##_4_2, bt_##T##_4_3}}
-static const btile_fn BTILES[4][4][8] = {BT_ROW(F32), BT_ROW(F16), BT_ROW(BF16), BT_ROW(Q8)};
-
-static float *panel_scratch(size_t bytes); /* matmul_driver.h */
-
 /* Blocks [b, b + NB) of a blocked F16 / BF16 / Q8 weight as f32 (Q8 unscaled), same layout:
  * the conversions are exact, so tiles over it give the bits of tiles over the weight. */
 static void blocks_to_f32(float *dst, const xi_weight *w, int64_t b, int NB) {
@@ -368,46 +341,6 @@ static void blocks_to_f32(float *dst, const xi_weight *w, int64_t b, int NB) {
     for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(dst + i, avx2_load8(w->dtype, src, i));
 }
 
-/* Rows [0, rows) x columns [n0, n1) of a blocked weight. Few rows: one pass of the widest
- * tiles over the blocks. Many: per block of rows (x stays in L2), per 3 blocks (they stay in
- * L2), 4-row tiles down the row block. */
-static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
-                         const xi_weight *w, int64_t n0, int64_t n1) {
-    const int64_t K = w->n_in, b0 = n0 / 8, b1 = (n1 + 7) / 8;
-    const int ti = w->dtype == XI_F16 ? 1 : w->dtype == XI_BF16 ? 2 : w->dtype == XI_Q8 ? 3 : 0;
-    const size_t es = w->dtype == XI_F32 ? 4 : w->dtype == XI_Q8 ? 1 : 2, bs = (size_t)(8 * K) * es;
-    const int64_t RB = rows < 4 ? rows : GEMM_ROW_BLOCK;
-    /* Many 4-row tiles per column group: convert the group's blocks to f32 once instead of
-     * once per tile (NULL, out of memory: the tiles convert, same bits). F16 and BF16 tiles
-     * convert cheaply enough that up to 16 rows run faster without the panel's extra
-     * write and reads (measured, 4864x896, 8 / 16 rows: BF16 +21% / +7%, F16 +20% / 0%;
-     * INT8 gains from the panel from 16 rows on). */
-    const int64_t panel_rows = w->dtype == XI_Q8 ? 4 : 16;
-    float *f32 = rows > panel_rows && ti ? panel_scratch((size_t)(BTILE_NB(4) * 8 * K) * 4) : NULL;
-    for (int64_t rb = 0; rb < rows; rb += RB) {
-        const int64_t re = XI_MIN(rows, rb + RB);
-        const int NBmax = BTILE_NB((int)XI_MIN((int64_t)4, re - rb));
-        for (int64_t b = b0; b < b1; b += NBmax) {
-            const int NB = (int)XI_MIN((int64_t)NBmax, b1 - b);
-            const char *blk = (const char *)w->data + (size_t)b * bs;
-            const float *sc = w->dtype == XI_Q8 ? w->scale + b * 8 : NULL;
-            int t = ti;
-            size_t bstride = bs;
-            if (f32 && re - rb > 4) {
-                blocks_to_f32(f32, w, b, NB);
-                blk = (const char *)f32;
-                t = 0;
-                bstride = (size_t)(8 * K) * 4;
-            }
-            for (int64_t r = rb; r < re; r += 4) {
-                const int R = (int)XI_MIN((int64_t)4, re - r);
-                BTILES[t][R - 1][XI_MIN(NB, BTILE_NB(R)) - 1](
-                    y + r * ldy + b * 8, ldy, x + r * ldx, ldx, blk, bstride, K, sc, n0 - b * 8,
-                    n1 - b * 8);
-            }
-        }
-    }
-}
 #define HAVE_BLOCKED_ROWS 8
 
 #include "kernels/matmul_driver.h"
