@@ -1,0 +1,87 @@
+/* matmul_once: one weight of a given format and shape, and CALLS matmul calls on it with
+ * one thread; nothing else. It exists for instruction counting (bench/arm64_insns.sh runs
+ * it under qemu with 1 and 2 calls, so the difference is one call's instructions), where
+ * timing means nothing.
+ *
+ * usage: matmul_once f32|f16|bf16|int8|awq ROWS N_OUT N_IN CALLS [KERNELS]
+ * The weight gets the layout the loader gives the variant (xi_weight_block_for); AWQ
+ * uses group 128. Prints the variant, the layout and y[0]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "kernels/kernels.h"
+
+/* Uniform in [-1, 1) from a 32-bit LCG: the values only have to be finite and varied. */
+static uint32_t lcg = 12345u;
+static float frand(void) {
+    lcg = lcg * 1664525u + 1013904223u;
+    return (float)(lcg >> 8) / 8388608.0f - 1.0f;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 6) {
+        fprintf(stderr, "usage: %s f32|f16|bf16|int8|awq ROWS N_OUT N_IN CALLS [KERNELS]\n",
+                argv[0]);
+        return 2;
+    }
+    const char *dn = argv[1];
+    const int64_t rows = atoll(argv[2]), n_out = atoll(argv[3]), n_in = atoll(argv[4]);
+    const int calls = atoi(argv[5]), gs = 128;
+    const xi_dtype dt = !strcmp(dn, "f32")    ? XI_F32
+                        : !strcmp(dn, "f16")  ? XI_F16
+                        : !strcmp(dn, "bf16") ? XI_BF16
+                        : !strcmp(dn, "int8") ? XI_Q8
+                        : !strcmp(dn, "awq")  ? XI_Q4_AWQ
+                                              : XI_DTYPE_COUNT;
+    if (dt == XI_DTYPE_COUNT || rows < 1 || n_out < 1 || n_in < 1 || calls < 0 ||
+        (dt == XI_Q4_AWQ && n_in % gs)) {
+        fprintf(stderr, "matmul_once: bad format or shape (awq needs N_IN %% %d == 0)\n", gs);
+        return 2;
+    }
+    char err[256];
+    const xi_ops *ops = xi_ops_select(argc > 6 ? argv[6] : NULL, err, sizeof err);
+    if (!ops) {
+        fprintf(stderr, "matmul_once: %s\n", err);
+        return 1;
+    }
+    const int64_t n = n_out * n_in, ns = dt == XI_Q4_AWQ ? n / gs : n_out;
+    const size_t eb = dt == XI_Q4_AWQ ? (size_t)n / 2 : dt == XI_Q8 ? (size_t)n : (size_t)n * xi_dtype_size(dt);
+    void *data = malloc(eb);
+    float *scale = malloc((size_t)ns * 4), *x = malloc((size_t)(rows * n_in) * 4),
+          *y = malloc((size_t)(rows * n_out) * 4), *tmp = malloc((size_t)n * 4);
+    uint8_t *zero = malloc((size_t)ns);
+    if (!data || !scale || !x || !y || !tmp || !zero) {
+        fprintf(stderr, "matmul_once: out of memory\n");
+        return 1;
+    }
+    if (dt == XI_F32 || dt == XI_F16 || dt == XI_BF16) {
+        for (int64_t i = 0; i < n; i++) tmp[i] = frand();
+        xi_from_f32(data, dt, tmp, (size_t)n);
+    } else {
+        for (size_t i = 0; i < eb; i++) ((uint8_t *)data)[i] = (uint8_t)(frand() * 127.0f);
+    }
+    for (int64_t i = 0; i < ns; i++) scale[i] = 0.01f;
+    memset(zero, 8, (size_t)ns);
+    xi_weight w = {.dtype = dt, .n_out = n_out, .n_in = n_in, .data = data};
+    if (dt == XI_Q8 || dt == XI_Q4_AWQ) w.scale = scale;
+    if (dt == XI_Q4_AWQ) {
+        w.zero = zero;
+        w.group_size = gs;
+    }
+    if (xi_weight_block(&w, xi_weight_block_for(ops, &w), err, sizeof err)) {
+        fprintf(stderr, "matmul_once: %s\n", err);
+        return 1;
+    }
+    for (int64_t i = 0; i < rows * n_in; i++) x[i] = frand();
+    for (int c = 0; c < calls; c++) ops->matmul(y, n_out, x, n_in, rows, &w, 0, n_out);
+    printf("%s %s block %d y0 %g\n", ops->name, dn, w.block, calls ? (double)y[0] : 0.0);
+    free(data);
+    free(scale);
+    free(x);
+    free(y);
+    free(tmp);
+    free(zero);
+    return 0;
+}
