@@ -93,6 +93,13 @@ static void q4_group_sums(float *out, const float *x, int64_t K, int64_t gs) {
         q4b_codes16(w->base + c * w->stride, k, &w0, &w1, &w2, &w3);                        \
         ACC_FMA4(0, c) ACC_FMA4(1, c) ACC_FMA4(2, c) ACC_FMA4(3, c)                         \
     }
+/* Columns 4..7 exist for one row only. */
+#define Q4B_STEP1(c)                                                                        \
+    if (c < C) {                                                                            \
+        float32x4_t w0, w1, w2, w3;                                                         \
+        q4b_codes16(w->base + c * w->stride, k, &w0, &w1, &w2, &w3);                        \
+        ACC_FMA4(0, c)                                                                      \
+    }
 #define Q4_S(c) (c < C ? w->scale[c * w->groups + g] : 0.0f)
 #define Q4_Z(c) (c < C ? (float)w->zero[c * w->groups + g] : 0.0f)
 #define W_PANEL(c) \
@@ -118,14 +125,14 @@ XI_INLINE void finish_row(xi_dtype t, int C, const tile_io *io, int r, const wsr
     }
 }
 
-/* Q4_AWQ, for C <= 4 columns: per group g, each column's lanes accumulate q * x in the
+/* Q4_AWQ, for C <= 8 columns with one row, C <= 4 with more: per group g, each column's lanes accumulate q * x in the
  * canonical lane order over the group only; the group sum S_g (neon_hsum4's order) is
  * folded as y = fma(S_g - z_g * X_g, scale_g, y) (fused, one rounding each) from y = 0, g
  * ascending, with X_g from io->xg: the zero point costs one FMA per group instead of one
  * subtraction per weight. */
 XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) {
     const float32x4_t zero = vdupq_n_f32(0.0f);
-    float32x4_t t0 = zero, t1 = zero, t2 = zero, t3 = zero;
+    float32x4_t t0 = zero, t1 = zero, t2 = zero, t3 = zero, u0 = zero;
     const int64_t K = io->k, G = w->groups;
     for (int64_t g = 0, k = 0; k < K; g++) {
         FOR_TILE(ACC_DECL)
@@ -140,6 +147,7 @@ XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *
                 if (!(k & 127)) FOR_COLS(PF_NEXT_Q4)
                 FOR_ROWS(X_LOAD4)
                 Q4B_STEP(0) Q4B_STEP(1) Q4B_STEP(2) Q4B_STEP(3)
+                Q4B_STEP1(4) Q4B_STEP1(5) Q4B_STEP1(6) Q4B_STEP1(7)
             }
         } else {
             for (const int64_t ke = k + w->gs; k < ke; k += 8) {
@@ -152,20 +160,25 @@ XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *
         const float sa[4] = {Q4_S(0), Q4_S(1), Q4_S(2), Q4_S(3)};
         const float za[4] = {Q4_Z(0), Q4_Z(1), Q4_Z(2), Q4_Z(3)};
         const float32x4_t sv = vld1q_f32(sa), zv = vld1q_f32(za);
-#define Q4_FOLD(acc, r, S) \
-    acc = vfmaq_f32(acc, vfmsq_f32(S, zv, vdupq_n_f32(io->xg[(r) * G + g])), sv);
-        Q4_FOLD(t0, 0, neon_hsum4(a00, a01, a02, a03))
-        if (R > 1) Q4_FOLD(t1, 1, neon_hsum4(a10, a11, a12, a13))
-        if (R > 2) Q4_FOLD(t2, 2, neon_hsum4(a20, a21, a22, a23))
-        if (R > 3) Q4_FOLD(t3, 3, neon_hsum4(a30, a31, a32, a33))
+#define Q4_FOLD(acc, r, S, z, s) \
+    acc = vfmaq_f32(acc, vfmsq_f32(S, z, vdupq_n_f32(io->xg[(r) * G + g])), s);
+        Q4_FOLD(t0, 0, neon_hsum4(a00, a01, a02, a03), zv, sv)
+        if (C > 4) {
+            const float sa4[4] = {Q4_S(4), Q4_S(5), Q4_S(6), Q4_S(7)};
+            const float za4[4] = {Q4_Z(4), Q4_Z(5), Q4_Z(6), Q4_Z(7)};
+            Q4_FOLD(u0, 0, neon_hsum4(a04, a05, a06, a07), vld1q_f32(za4), vld1q_f32(sa4))
+        }
+        if (R > 1) Q4_FOLD(t1, 1, neon_hsum4(a10, a11, a12, a13), zv, sv)
+        if (R > 2) Q4_FOLD(t2, 2, neon_hsum4(a20, a21, a22, a23), zv, sv)
+        if (R > 3) Q4_FOLD(t3, 3, neon_hsum4(a30, a31, a32, a33), zv, sv)
 #undef Q4_FOLD
-        (void)a04, (void)a05, (void)a06, (void)a07;
     }
     const float32x4_t tr[4] = {t0, t1, t2, t3};
     for (int r = 0; r < R; r++) {
-        float s[4];
+        float s[8];
         vst1q_f32(s, tr[r]);
-        for (int c = 0; c < C && c < 4; c++) io->y[r * io->ldy + c] = s[c];
+        vst1q_f32(s + 4, u0);
+        for (int c = 0; c < C; c++) io->y[r * io->ldy + c] = s[c];
     }
 }
 
@@ -190,9 +203,13 @@ XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) 
     if (R > 3) finish_row(t, C, io, 3, w, a30, a31, a32, a33, zero, zero, zero, zero);
 }
 
-/* Widest tile per row count within 32 q registers; Q4 also keeps a zero-point vector. */
-#define TILE_COLS(t, R) \
-    ((t) == XI_Q4_AWQ ? ((R) <= 2 ? 4 : 2) : (t) == XI_Q4_PANEL ? 4 : (R) == 1 ? 8 : 4)
+/* Widest tile per row count within 32 q registers: dense 1x8, then 4 columns; Q4 keeps
+ * four x vectors per row: 1x8, 2x4, then 2 columns; the Q4 panel sums 4 columns per group. */
+#define TILE_COLS(t, R)                                                                    \
+    ((t) == XI_Q4_AWQ     ? ((R) == 1 ? 8 : (R) == 2 ? 4 : 2)                               \
+     : (t) == XI_Q4_PANEL ? 4                                                               \
+     : (R) == 1           ? 8                                                               \
+                          : 4)
 
 /* Column n of W as exact f32 values (Q8 without its scale), computed exactly as the direct
  * tiles compute them, so panel and direct paths agree bitwise. */
