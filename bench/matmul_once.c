@@ -47,7 +47,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     const int64_t n = n_out * n_in, ns = dt == XI_Q4_AWQ ? n / gs : n_out;
-    const size_t eb = dt == XI_Q4_AWQ ? (size_t)n / 2 : dt == XI_Q8 ? (size_t)n : (size_t)n * xi_dtype_size(dt);
+    const size_t eb = dt == XI_Q4_AWQ ? (size_t)n / 2
+                      : dt == XI_Q8   ? (size_t)n
+                                      : (size_t)n * xi_dtype_size(dt);
     void *data = malloc(eb);
     float *scale = malloc((size_t)ns * 4), *x = malloc((size_t)(rows * n_in) * 4),
           *y = malloc((size_t)(rows * n_out) * 4), *tmp = malloc((size_t)n * 4);

@@ -3,13 +3,16 @@
  *   tile(t, R, C, io, w)     R x C outputs, R <= 4, C <= TILE_COLS(t, R) <= 8, always_inline
  *   panel_column(dst, w, n)  column n of w as the exact f32 values tile() would use
  *   TILE_COLS(t, R), PANEL_COLS, GEMM_MIN_ROWS, GEMM_ROW_BLOCK
- * and optionally, for blocked weights (kernels.h), HAVE_BLOCKED_ROWS (the block it handles)
- * with btile(t, R, NB, y, ldy, x, ldx, blk, bstride, K, scale, lo, hi) (R rows x NB blocks,
- * R <= 4, NB <= BTILE_NB(R) from the table (8, 6, 4, 3), always_inline) and
- * blocks_to_f32(dst, w, b, NB): then blocked_rows below computes every row count of that
- * layout in one summation order of the variant's own; and HAVE_Q4_GROUP_SUMS with
- * q4_group_sums(out, x, n_in, group_size), each group's sum of one row of x, which the
- * driver computes once per call into tile_io.xg for the Q4 tiles.
+ * for the dense blocked layout (block 8, kernels.h):
+ *   btile(t, R, NB, y, ldy, x, ldx, blk, bstride, K, scale, lo, hi)  R rows x NB blocks,
+ *                            R <= 4, NB <= BTILE_NB(R) from the table (8, 6, 4, 3),
+ *                            always_inline; blocked_rows below runs every row count of the
+ *                            layout through it, in one summation order of the variant's own
+ *   blocks_to_f32(dst, w, b, NB)  blocks as the exact f32 values btile would use
+ * and for Q4_AWQ, whose tiles fold zero points per group:
+ *   q4_group_sums(out, x, n_in, group_size)  each group's sum of one row of x, in the order
+ *                            the tiles sum q * x; the driver computes them once per call
+ *                            into tile_io.xg
  * It defines `static void matmul_driver(...)` with the xi_ops.matmul signature. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -66,16 +69,6 @@ static cols_fn cols_for(xi_dtype t, int R) {
     return fns[i][R - 1];
 }
 
-/* Columns [n, n + C) of a blocked weight, all in n's block, as exact f32 values (Q8
- * unscaled) in panel[C][K]: the conversions are exact, so these are the values tile() and
- * panel_column would use. Only variants without blocked_rows take this path. */
-static void panel_block(float *panel, const xi_weight *w, int64_t n, int64_t C) {
-    const int64_t K = w->n_in;
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t k = 0; k < K; k++)
-            panel[c * K + k] = xi_elem_f32(w->dtype, w->data, xi_weight_index(w, n + c, k));
-}
-
 /* Per-thread scratch that grows to the largest need once and is then reused, so
  * steady-state steps (decode of many sequences, prefill chunks) allocate nothing: slot 0
  * holds a weight panel, slot 1 the AWQ group sums of x. A thread-exit destructor frees
@@ -115,66 +108,40 @@ static float *scratch_slot(int slot, size_t bytes) {
 }
 static float *panel_scratch(size_t bytes) { return scratch_slot(0, bytes); }
 
-/* Many rows: per block of rows (x stays in L2), per PANEL_COLS columns, convert the columns
- * to f32 once and run every 4-row tile of the block over them. Returns -1 when the panel
- * cannot be allocated (the caller then uses the direct tiles, which give the same bits). */
+/* Many rows of a row-major weight: per block of rows (x stays in L2), per PANEL_COLS
+ * columns, convert the columns to f32 once and run every 4-row tile of the block over them.
+ * Returns -1 when the panel cannot be allocated (the caller then uses the direct tiles,
+ * which give the same bits). */
 static int gemm_panel(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                       const xi_weight *w, int64_t n0, int64_t n1, const float *xg) {
     const int64_t K = w->n_in;
-    const int64_t B = w->dtype == XI_Q4_AWQ ? 0 : w->block; /* a dense blocked layout */
-    /* Row-major weights convert PANEL_COLS columns per panel; blocked ones whole blocks, as
-     * many as make a multiple of PANEL_COLS, so every tile is full width. */
-    int64_t PC = PANEL_COLS;
-    if (B)
-        for (PC = B; PC % PANEL_COLS;) PC += B;
-    float *panel = NULL; /* [PC][K], this thread's scratch */
-    if (w->dtype != XI_F32 || B) {
-        panel = panel_scratch((size_t)(PC * K * 4));
+    float *panel = NULL; /* [PANEL_COLS][K], this thread's scratch */
+    if (w->dtype != XI_F32) {
+        panel = panel_scratch((size_t)(PANEL_COLS * K * 4));
         if (!panel) return -1;
     }
-    /* A blocked panel costs a transpose to fill, so it is filled once for the row blocks
-     * of up to 2 MiB of x (they stay in L3), which run inside it; a row-major panel is
-     * refilled per row block. */
-    const int64_t outer =
-        B ? XI_MAX(1, (2 << 20) / (K * 4) / GEMM_ROW_BLOCK) * GEMM_ROW_BLOCK : GEMM_ROW_BLOCK;
     const xi_dtype pt = w->dtype == XI_Q4_AWQ ? XI_Q4_PANEL : XI_F32; /* the panel's tiles */
-    for (int64_t ro = 0; ro < rows; ro += outer) {
+    for (int64_t rb = 0; rb < rows; rb += GEMM_ROW_BLOCK) {
+        const int64_t re = XI_MIN(rows, rb + GEMM_ROW_BLOCK);
         for (int64_t n = n0, C; n < n1; n += C) {
-            C = XI_MIN(B ? PC - n % B : (int64_t)PANEL_COLS, n1 - n);
+            C = XI_MIN((int64_t)PANEL_COLS, n1 - n);
             wsrc s = wsrc_at(w, n);
-            if (panel && B) {
-                for (int64_t c = 0, cc; c < C; c += cc) {
-                    cc = XI_MIN(B - (n + c) % B, C - c);
-                    panel_block(panel + c * K, w, n + c, cc);
-                }
-                s = (wsrc){.base = (const char *)panel, .stride = (size_t)K * 4,
-                           .scale = w->dtype == XI_Q8 ? w->scale + n : NULL};
-            } else if (panel) {
+            if (panel) {
                 for (int64_t c = 0; c < C; c++) panel_column(panel + c * K, w, n + c);
                 s = (wsrc){.base = (const char *)panel, .stride = (size_t)K * 4,
                            .scale = s.scale, .zero = s.zero, .groups = s.groups, .gs = s.gs};
             }
-            /* PANEL_COLS columns at a time over every row tile, so those columns stay in L1
-             * while x streams from L2, however many columns the panel holds. */
-            for (int64_t rb = ro; rb < XI_MIN(rows, ro + outer); rb += GEMM_ROW_BLOCK) {
-                const int64_t re = XI_MIN(rows, rb + GEMM_ROW_BLOCK);
-                wsrc sc = s;
-                for (int64_t c = 0; c < C; c += PANEL_COLS) {
-                    for (int64_t r = rb; r < re; r += 4) {
-                        const int R = (int)XI_MIN((int64_t)4, re - r);
-                        const tile_io io = {y + r * ldy + n + c, ldy, x + r * ldx, ldx, K, 0,
-                                            xg ? xg + r * (w->n_in / w->group_size) : NULL};
-                        cols_for(pt, R)(&io, sc, XI_MIN((int64_t)PANEL_COLS, C - c));
-                    }
-                    wsrc_advance(pt, &sc, PANEL_COLS);
-                }
+            for (int64_t r = rb; r < re; r += 4) {
+                const int R = (int)XI_MIN((int64_t)4, re - r);
+                const tile_io io = {y + r * ldy + n, ldy, x + r * ldx, ldx, K, 0,
+                                    xg ? xg + r * (w->n_in / w->group_size) : NULL};
+                cols_for(pt, R)(&io, s, C);
             }
         }
     }
     return 0;
 }
 
-#ifdef HAVE_BLOCKED_ROWS
 /* The tiles of the variant's blocked layout, one out-of-line function per (format, R, NB). */
 typedef void (*btile_fn)(float *, int64_t, const float *, int64_t, const char *, size_t, int64_t,
                          const float *, int64_t, int64_t);
@@ -241,7 +208,6 @@ static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int
         }
     }
 }
-#endif
 
 static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                           const xi_weight *w, int64_t n0, int64_t n1) {
@@ -253,7 +219,6 @@ static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, in
     }
     if (n1 <= n0) return;
     const float *xg = NULL; /* the AWQ group sums of x, rows x (n_in / group_size) */
-#ifdef HAVE_Q4_GROUP_SUMS
     if (w->dtype == XI_Q4_AWQ) {
         const int64_t G = w->n_in / w->group_size;
         float *s = scratch_slot(1, (size_t)(rows * G) * 4);
@@ -264,18 +229,8 @@ static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, in
         for (int64_t r = 0; r < rows; r++) q4_group_sums(s + r * G, x + r * ldx, w->n_in, w->group_size);
         xg = s;
     }
-#endif
-    if (w->block && w->dtype != XI_Q4_AWQ) {
-#ifdef HAVE_BLOCKED_ROWS
-        if (w->block == HAVE_BLOCKED_ROWS) {
-            blocked_rows(y, ldy, x, ldx, rows, w, n0, n1);
-            return;
-        }
-#endif
-        /* A variant without a blocked GEMV converts the columns to an f32 panel even for
-         * one row; only the loader's choice (xi_ops.weight_block) makes weights blocked. */
-        if (gemm_panel(y, ldy, x, ldx, rows, w, n0, n1, NULL))
-            xi_ops_ref()->matmul(y, ldy, x, ldx, rows, w, n0, n1); /* out of memory */
+    if (w->block && w->dtype != XI_Q4_AWQ) { /* block 8, the only dense one */
+        blocked_rows(y, ldy, x, ldx, rows, w, n0, n1);
         return;
     }
     if (rows > GEMM_MIN_ROWS && gemm_panel(y, ldy, x, ldx, rows, w, n0, n1, xg) == 0) return;

@@ -17,8 +17,7 @@ typedef struct {
      * cores (AMD Zen) then walk the page tables on every such prefetch, which made GEMMs
      * over a small panel 3-4x slower. */
     int pf;
-    /* Q4_AWQ on a variant with HAVE_Q4_GROUP_SUMS: row r's sum of x over group g at
-     * xg[r * (k / gs) + g]; NULL otherwise. */
+    /* Q4_AWQ: row r's sum of x over group g at xg[r * (k / gs) + g]; NULL otherwise. */
     const float *xg;
 } tile_io;
 
@@ -42,10 +41,9 @@ static inline float xi_elem_f32(xi_dtype t, const void *p, int64_t i) {
     }
 }
 
-/* A tile-internal format: columns of an f32 panel holding what the variant's panel_column
- * gives for a Q4_AWQ weight (q - z, or the codes q where the variant folds zero points per
- * group, both exact), with wsrc's scale / zero / groups / gs of the weight, so the tile
- * applies them per group exactly as the direct Q4_AWQ tiles do. */
+/* A tile-internal format: columns of an f32 panel holding a Q4_AWQ weight's codes q
+ * (exact), with wsrc's scale / zero / groups / gs of the weight, so the tile applies them
+ * per group exactly as the direct Q4_AWQ tiles do. */
 #define XI_Q4_PANEL XI_DTYPE_COUNT
 
 /* The weight columns [n, ...) of w. */

@@ -51,7 +51,6 @@ static void q4_group_sums(float *out, const float *x, int64_t K, int64_t gs) {
         out[g] = neon_hsum(a);
     }
 }
-#define HAVE_Q4_GROUP_SUMS
 
 #define FOR_COLS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
 #define FOR_ROWS(OP) OP(0) OP(1) OP(2) OP(3)
@@ -125,11 +124,11 @@ XI_INLINE void finish_row(xi_dtype t, int C, const tile_io *io, int r, const wsr
     }
 }
 
-/* Q4_AWQ, for C <= 8 columns with one row, C <= 4 with more: per group g, each column's lanes accumulate q * x in the
- * canonical lane order over the group only; the group sum S_g (neon_hsum4's order) is
- * folded as y = fma(S_g - z_g * X_g, scale_g, y) (fused, one rounding each) from y = 0, g
- * ascending, with X_g from io->xg: the zero point costs one FMA per group instead of one
- * subtraction per weight. */
+/* Q4_AWQ, for C <= 8 columns with one row, C <= 4 with more: per group g, each column's
+ * lanes accumulate q * x in the canonical lane order over the group only; the group sum S_g
+ * (neon_hsum4's order) is folded as y = fma(S_g - z_g * X_g, scale_g, y) (fused, one
+ * rounding each) from y = 0, g ascending, with X_g from io->xg: the zero point costs one
+ * FMA per group instead of one subtraction per weight. */
 XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) {
     const float32x4_t zero = vdupq_n_f32(0.0f);
     float32x4_t t0 = zero, t1 = zero, t2 = zero, t3 = zero, u0 = zero;
@@ -408,7 +407,6 @@ static void blocks_to_f32(float *dst, const xi_weight *w, int64_t b, int NB) {
             vst1q_f32(dst + k * 8 + 4, h);
         }
 }
-#define HAVE_BLOCKED_ROWS 8
 
 #include "kernels/matmul_driver.h"
 

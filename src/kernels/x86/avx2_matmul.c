@@ -10,7 +10,7 @@
  * instead of one subtraction per weight. Every path
  * below (GEMV tiles, small-batch tiles, GEMM over an f32 panel, any tile edge) performs
  * exactly these operations per element, so results do not depend on rows, tiles or threads.
- * The dense blocked layout (block 8) has an order of its own, described at blocked_rows. */
+ * The dense blocked layout (block 8) has an order of its own, described at btile. */
 #include "kernels/x86/avx2_common.h"
 
 #define GEMM_MIN_ROWS 8   /* above this, weights are converted once into an f32 panel */
@@ -49,7 +49,6 @@ static void q4_group_sums(float *out, const float *x, int64_t K, int64_t gs) {
         out[g] = avx2_hsum(a);
     }
 }
-#define HAVE_Q4_GROUP_SUMS
 
 /* Tiles keep each accumulator in its own named variable a<r><c> (GCC spills arrays of
  * vectors); the shape guards are compile-time constants after inlining. */
@@ -341,7 +340,6 @@ static void blocks_to_f32(float *dst, const xi_weight *w, int64_t b, int NB) {
     for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(dst + i, avx2_load8(w->dtype, src, i));
 }
 
-#define HAVE_BLOCKED_ROWS 8
 
 #include "kernels/matmul_driver.h"
 
