@@ -143,14 +143,14 @@ XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *
             }
         } else if (w->q4b == 16) {
             for (const int64_t ke = k + w->gs; k < ke; k += 16) {
-                if (!(k & 127)) FOR_COLS(PF_NEXT_Q4)
+                if (!(k & 127)) { FOR_COLS(PF_NEXT_Q4) }
                 FOR_ROWS(X_LOAD4)
                 Q4B_STEP(0) Q4B_STEP(1) Q4B_STEP(2) Q4B_STEP(3)
                 Q4B_STEP1(4) Q4B_STEP1(5) Q4B_STEP1(6) Q4B_STEP1(7)
             }
         } else {
             for (const int64_t ke = k + w->gs; k < ke; k += 8) {
-                if (!(k & 127)) FOR_COLS(PF_NEXT_Q4)
+                if (!(k & 127)) { FOR_COLS(PF_NEXT_Q4) }
                 FOR_COLS(W_Q4)
                 FOR_ROWS(X_LOAD2)
                 FOR_TILE(ACC_FMA2)
@@ -191,7 +191,7 @@ XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) 
     FOR_TILE(ACC_DECL)
     const int64_t es = t == XI_F32 ? 4 : t == XI_Q8 ? 1 : 2;
     for (int64_t k = 0; k < K4; k += 4) {
-        if (!((k * es) & 63)) FOR_COLS(PF_NEXT)
+        if (!((k * es) & 63)) { FOR_COLS(PF_NEXT) }
         FOR_COLS(W_DENSE)
         FOR_ROWS(X_LOAD)
         FOR_TILE(ACC_FMA)
