@@ -5,7 +5,7 @@
  *   TILE_COLS(t, R), PANEL_COLS, GEMM_MIN_ROWS, GEMM_ROW_BLOCK
  * for the dense blocked layout (block 8, kernels.h):
  *   btile(t, R, NB, y, ldy, x, ldx, blk, bstride, K, scale, lo, hi)  R rows x NB blocks,
- *                            R <= 4, NB <= BTILE_NB(R) from the table (8, 6, 4, 3),
+ *                            R <= 4, NB <= BTILE_NB(R) <= (8, 6, 4, 3) for R = 1..4,
  *                            always_inline; blocked_rows below runs every row count of the
  *                            layout through it, in one summation order of the variant's own
  *   blocks_to_f32(dst, w, b, NB)  blocks as the exact f32 values btile would use
