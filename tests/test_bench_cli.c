@@ -46,22 +46,41 @@ static const char *check_files(const char *json_path, const char *csv_path, cons
     return bad;
 }
 
+/* A run of `xinfer bench` with the given flags against a fake server started with o, writing
+ * the three output files in the temporary folder: exit status, stdout and the paths. */
+typedef struct bench_run {
+    fake_oai *f;
+    int rc;
+    char *out, *js, *csv, *svg;
+} bench_run;
+
+static int bench_fake(const fake_oai_opts *o, const char *flags, bench_run *r) {
+    memset(r, 0, sizeof *r);
+    if (!(r->f = fake_oai_start(o))) return -1;
+    r->js = tmp_path("r.json"), r->csv = tmp_path("r.csv"), r->svg = tmp_path("r.svg");
+    char args[1024];
+    snprintf(args, sizeof args, "--url %s --model fake-model %s --out %s --csv %s --svg %s",
+             fake_oai_url(r->f), flags, r->js, r->csv, r->svg);
+    r->rc = bench(args, &r->out);
+    return 0;
+}
+
+static void bench_run_free(bench_run *r) {
+    free(r->out), free(r->js), free(r->csv), free(r->svg);
+    fake_oai_stop(r->f);
+}
+
 TEST(test_bench_cli_prints_a_table_and_writes_json_csv_svg) {
     fake_oai_opts o = {.tokens = 4, .first_delay_ms = 20, .delay_ms = 5};
-    fake_oai *f = fake_oai_start(&o);
-    CHECK(f);
-    char *js = tmp_path("r.json"), *csv = tmp_path("r.csv"), *svg = tmp_path("r.svg");
-    char args[1024], *out = NULL;
-    snprintf(args, sizeof args,
-             "--url %s --model fake-model --concurrency 1,2 --num-requests 4 --output-len 4 "
-             "--prompt-len 4:12 --shared-prefix-len 6 --seed 9 --out %s --csv %s --svg %s",
-             fake_oai_url(f), js, csv, svg);
-    int rc = bench(args, &out);
-    CHECKF(rc == 0, "exit %d: %s", rc, out);
-    CHECKF(strstr(out, "TTFT p50/p99 ms") && strstr(out, "4/4"), "%s", out);
-    CHECK_EQ(count_lines(out), 3);
+    bench_run r;
+    CHECK(bench_fake(&o, "--concurrency 1,2 --num-requests 4 --output-len 4 --prompt-len 4:12 "
+                         "--shared-prefix-len 6 --seed 9", &r) == 0);
+    CHECKF(r.rc == 0, "exit %d: %s", r.rc, r.out);
+    CHECKF(strstr(r.out, "TTFT p50/p99 ms") && strstr(r.out, "4/4") && !strstr(r.out, "rate/s"),
+           "%s", r.out);
+    CHECK_EQ(count_lines(r.out), 3);
     json_t *j = NULL;
-    const char *bad = check_files(js, csv, svg, 2, &j);
+    const char *bad = check_files(r.js, r.csv, r.svg, 2, &j);
     CHECKF(!bad, "%s", bad);
     json_t *cfg = json_object_get(j, "config");
     CHECK_EQ(json_integer_value(json_object_get(cfg, "prompt_len_min")), 4);
@@ -76,8 +95,8 @@ TEST(test_bench_cli_prints_a_table_and_writes_json_csv_svg) {
     /* Not a terminal: plain log lines, no carriage-return progress bar. */
     char *se = tmp_path("stderr"), *err = xi_read_file(se, NULL, NULL, 0);
     CHECKF(err && strstr(err, "bench: concurrency 2: done") && !strchr(err, '\r'), "%s", err);
-    free(out), free(err), free(se), free(js), free(csv), free(svg);
-    fake_oai_stop(f);
+    free(err), free(se);
+    bench_run_free(&r);
 }
 
 TEST(test_bench_cli_exits_2_and_reports_a_refusing_server_without_crashing) {
@@ -138,8 +157,45 @@ TEST(test_bench_cli_finds_the_model_in_v1_models_when_none_is_given) {
     fake_oai_stop(f);
 }
 
+TEST(test_bench_cli_sweeps_request_rates_open_loop_with_a_rate_column) {
+    fake_oai_opts o = {.tokens = 3, .first_delay_ms = 5, .delay_ms = 2};
+    bench_run r;
+    CHECK(bench_fake(&o, "--request-rate 40,inf --max-concurrency 3 --num-requests 6 "
+                         "--output-len 3 --prompt-len 4", &r) == 0);
+    CHECKF(r.rc == 0, "exit %d: %s", r.rc, r.out);
+    CHECKF(strstr(r.out, "rate/s") && strstr(r.out, "inf") && strstr(r.out, "6/6"), "%s", r.out);
+    CHECK_EQ(count_lines(r.out), 3);
+    json_t *j = NULL;
+    const char *bad = check_files(r.js, r.csv, r.svg, 2, &j);
+    CHECKF(!bad, "%s", bad);
+    json_t *l0 = json_array_get(json_object_get(j, "levels"), 0);
+    json_t *l1 = json_array_get(json_object_get(j, "levels"), 1);
+    CHECK(json_number_value(json_object_get(l0, "request_rate")) == 40.0);
+    CHECK_STR(json_string_value(json_object_get(l1, "request_rate")), "inf");
+    CHECK_EQ(json_integer_value(json_object_get(l0, "concurrency")), 3);
+    CHECK(json_number_value(json_object_get(json_object_get(j, "config"), "burstiness")) == 1.0);
+    /* Six arrivals 1/40 s apart on average: the open level cannot finish in much less than
+     * the five gaps before the last one; vanishingly unlikely under 20 ms for this seed. */
+    CHECKF(json_number_value(json_object_get(l0, "duration_s")) > 0.02, "duration %g",
+           json_number_value(json_object_get(l0, "duration_s")));
+    json_decref(j);
+    char *csvt = xi_read_file(r.csv, NULL, NULL, 0), *svgt = xi_read_file(r.svg, NULL, NULL, 0);
+    CHECKF(csvt && strstr(csvt, "concurrency,request_rate,") && strstr(csvt, "\n3,40,") &&
+           strstr(csvt, "\n3,inf,"), "%s", csvt);
+    CHECKF(svgt && strstr(svgt, "request rate (requests/s)"), "svg axis");
+    char *se = tmp_path("stderr"), *err = xi_read_file(se, NULL, NULL, 0);
+    CHECKF(err && strstr(err, "bench: rate 40/s: done"), "%s", err);
+    free(err), free(se), free(csvt), free(svgt);
+    bench_run_free(&r);
+}
+
 TEST(test_bench_cli_rejects_bad_flags_with_exit_1) {
     static const char *const bad[] = {
+        "--url http://127.0.0.1:1 --model m --request-rate 0",
+        "--url http://127.0.0.1:1 --model m --request-rate -2",
+        "--url http://127.0.0.1:1 --model m --request-rate 1,fast",
+        "--url http://127.0.0.1:1 --model m --request-rate 1,2 --concurrency 1,2",
+        "--url http://127.0.0.1:1 --model m --request-rate 1 --burstiness 0",
         "--url http://127.0.0.1:1 --model m --concurrency 0",
         "--url http://127.0.0.1:1 --model m --concurrency 1,x",
         "--url http://127.0.0.1:1 --model m --prompt-len 9:3",

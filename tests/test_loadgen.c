@@ -213,6 +213,47 @@ TEST(test_loadgen_prompt_lengths_are_uniform_over_the_range) {
     CHECK_EQ(xi_loadgen_prompt_len(1, 0, 3, 17, 17), 17);
 }
 
+/* Mean and coefficient of variation of the gaps of n arrivals. */
+static void gap_stats(const double *t, int n, double *mean, double *cv) {
+    double s = 0, s2 = 0;
+    for (int i = 1; i < n; i++) {
+        const double g = t[i] - t[i - 1];
+        s += g, s2 += g * g;
+    }
+    *mean = s / (n - 1);
+    *cv = sqrt(s2 / (n - 1) - *mean * *mean) / *mean;
+}
+
+TEST(test_loadgen_arrivals_have_the_rate_the_burstiness_and_the_seed) {
+    enum { N = 20000 };
+    static double t[N], u[N];
+    double mean, cv;
+    /* Poisson at 5/s: exponential gaps, mean 0.2 s, coefficient of variation 1. Tolerances are
+     * about 3 standard errors of 20,000 samples; the seed fixes the draw. */
+    xi_loadgen_arrivals(7, 0, N, 5.0, 1.0, t);
+    CHECK(t[0] == 0.0);
+    for (int i = 1; i < N; i++) CHECK(t[i] >= t[i - 1]);
+    gap_stats(t, N, &mean, &cv);
+    CHECKF(fabs(mean - 0.2) < 0.2 * 0.025 && fabs(cv - 1.0) < 0.03, "mean %g cv %g", mean, cv);
+    /* Same seed and level, same times; another level or seed, others. */
+    xi_loadgen_arrivals(7, 0, N, 5.0, 1.0, u);
+    CHECK(!memcmp(t, u, sizeof t));
+    xi_loadgen_arrivals(7, 1, N, 5.0, 1.0, u);
+    CHECK(u[1] != t[1] && u[2] != t[2]);
+    xi_loadgen_arrivals(8, 0, N, 5.0, 1.0, u);
+    CHECK(u[1] != t[1] && u[2] != t[2]);
+    /* Gamma gaps: shape 4 is more even (cv 1/2), shape 1/4 burstier (cv 2); same mean. */
+    xi_loadgen_arrivals(7, 0, N, 5.0, 4.0, t);
+    gap_stats(t, N, &mean, &cv);
+    CHECKF(fabs(mean - 0.2) < 0.2 * 0.02 && fabs(cv - 0.5) < 0.02, "mean %g cv %g", mean, cv);
+    xi_loadgen_arrivals(7, 0, N, 5.0, 0.25, t);
+    gap_stats(t, N, &mean, &cv);
+    CHECKF(fabs(mean - 0.2) < 0.2 * 0.05 && fabs(cv - 2.0) < 0.15, "mean %g cv %g", mean, cv);
+    /* An infinite rate: everything is due at once. */
+    xi_loadgen_arrivals(7, 0, N, INFINITY, 1.0, t);
+    for (int i = 0; i < N; i++) CHECK(t[i] == 0.0);
+}
+
 TEST(test_loadgen_word_list_has_no_duplicates_or_blanks) {
     xi_buf b = {0};
     size_t nw = xi_loadgen_word_count();

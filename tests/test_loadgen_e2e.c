@@ -101,6 +101,51 @@ TEST(test_loadgen_keeps_exactly_the_level_concurrency_in_flight) {
     }
 }
 
+TEST(test_loadgen_open_loop_sends_each_request_when_it_is_due_never_before) {
+    fake_oai_opts o = {.tokens = 2, .first_delay_ms = 5, .delay_ms = 2};
+    fake_oai *f = fake_oai_start(&o);
+    CHECK(f);
+    enum { N = 12 };
+    int conc = N;
+    double rate = 25.0, due[N];
+    xi_loadgen_config c;
+    config_for(&c, fake_oai_url(f), &conc, 1, N, 2);
+    c.request_rate = &rate;
+    c.seed = 3;
+    xi_loadgen_arrivals(c.seed, 0, N, rate, c.burstiness, due);
+    xi_loadgen_result res[N];
+    char err[256];
+    CHECKF(xi_loadgen_run_level(&c, 0, res, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(due[N - 1] > 0.1); /* the schedule spreads them out */
+    for (int i = 0; i < N; i++) {
+        CHECKF(res[i].err == XI_LG_OK, "request %d: %s", i, res[i].err_msg);
+        /* Offsets from the first request, which goes at 0: never early (1 ms for the clock),
+         * late by at most a loaded machine's scheduling slack. */
+        const double at = res[i].start - res[0].start;
+        CHECKF(at >= due[i] - 1e-3 && at <= due[i] + 0.25, "request %d at %.4f s, due %.4f s", i,
+               at, due[i]);
+    }
+    for (int i = 0; i < N; i++) xi_loadgen_result_free(&res[i]);
+    fake_oai_stop(f);
+}
+
+TEST(test_loadgen_open_loop_holds_requests_beyond_the_cap_until_a_slot_frees) {
+    /* 1000 requests/s: all six are due within milliseconds, but only two may be in flight, so
+     * three waves of the server's 60 ms. */
+    sweep s;
+    fake_oai_opts o = {.tokens = 2, .first_delay_ms = 60, .delay_ms = 2};
+    int conc = 2;
+    double rate = 1000.0;
+    CHECK(sweep_fake(&s, &o, &conc, 1, 6, 2) == 0);
+    s.c.request_rate = &rate;
+    CHECKF(sweep_run(&s) == 0, "%s", s.err);
+    CHECK_EQ(s.lv[0].completed, 6);
+    CHECK_EQ(fake_oai_max_inflight(s.f), 2);
+    CHECK(s.lv[0].request_rate == 1000.0);
+    CHECKF(s.lv[0].duration_s >= 0.18, "duration %.3f", s.lv[0].duration_s);
+    sweep_free(&s);
+}
+
 TEST(test_loadgen_chat_ttft_waits_for_content_not_the_role_chunk) {
     sweep s;
     fake_oai_opts o = {.tokens = 4, .first_delay_ms = 80, .delay_ms = 5};

@@ -1,11 +1,15 @@
-/* cli/bench: `xinfer bench` — load-test any OpenAI-compatible server with a concurrency sweep.
+/* cli/bench: `xinfer bench` — load-test any OpenAI-compatible server with a concurrency sweep
+ * (closed loop) or a request-rate sweep (open loop, as vLLM's `bench serve --request-rate`).
  *   xinfer bench --url http://127.0.0.1:8000 --concurrency 1,2,4,8,16 --out results.json
+ *   xinfer bench --url http://127.0.0.1:8000 --request-rate 1,2,4,inf --max-concurrency 16
  * The work is loadgen's; this file reads flags, draws progress on stderr, prints the summary
  * table on stdout and writes the files. Exit 0 when every request succeeded, 2 when the sweep
  * ran but some requests failed (the reports say which and why), 1 on bad flags or files. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -25,7 +29,14 @@ static void usage(FILE *f) {
         "  --model NAME              model name to request (default: the first of GET /v1/models)\n"
         "  --api-key KEY             sent as `Authorization: Bearer KEY` (env OPENAI_API_KEY)\n"
         "  --endpoint chat|completions   /v1/chat/completions or /v1/completions (completions)\n"
-        "  --concurrency LIST        requests in flight, one level per value (1,2,4,8,16)\n"
+        "  --concurrency LIST        requests in flight, one level per value (1,2,4,8,16); with\n"
+        "                            --request-rate, the most in flight (default: no limit)\n"
+        "  --max-concurrency LIST    the same as --concurrency (vLLM's name)\n"
+        "  --request-rate LIST       open loop: requests arrive at this many per second, in a\n"
+        "                            seeded Poisson process; one level per value, 'inf' for all\n"
+        "                            at once (default: closed loop at each --concurrency)\n"
+        "  --burstiness B            gamma shape of the gaps between arrivals: 1 Poisson, < 1\n"
+        "                            burstier, > 1 more even (1)\n"
         "  --num-requests N          requests per level (64)\n"
         "  --prompt-len N|MIN:MAX    words per prompt (about one token each), fixed or uniform (128)\n"
         "  --output-len N            max_tokens of every request, with ignore_eos (128)\n"
@@ -44,23 +55,55 @@ static void usage(FILE *f) {
 
 typedef struct bench_args {
     xi_loadgen_config c;
-    int levels[MAX_LEVELS];
+    int levels[MAX_LEVELS];     /* per level: concurrency (closed loop) or its cap (open) */
+    double rates[MAX_LEVELS];   /* per level: requests/s */
+    int n_conc, n_rates;        /* values given; n_conc 0: the default list */
+    int conc_list[MAX_LEVELS];
+    double rate_list[MAX_LEVELS];
     const char *out, *csv, *svg;
 } bench_args;
 
-static int parse_levels(const char *s, bench_args *a) {
-    a->c.n_levels = 0;
+/* A comma-separated list into out[MAX_LEVELS]: integers 1..100000 (is_rate 0) or request rates
+ * > 0, 'inf' allowed (is_rate 1). Returns the count, or -1. */
+static int parse_list(const char *s, int is_rate, int *ints, double *rates) {
+    int n = 0;
     char *copy = xi_strdup(s), *save = NULL;
     int rc = copy ? 0 : -1;
     for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t && !rc; t = strtok_r(NULL, ",", &save)) {
         long long v;
-        if (a->c.n_levels == MAX_LEVELS || xi_parse_int(t, 1, 100000, &v)) rc = -1;
-        else a->levels[a->c.n_levels++] = (int)v;
+        double d;
+        if (n == MAX_LEVELS) rc = -1;
+        else if (!is_rate) rc = xi_parse_int(t, 1, 100000, &v) ? -1 : (ints[n++] = (int)v, 0);
+        else if (!strcasecmp(t, "inf") || !strcasecmp(t, "infinity")) rates[n++] = INFINITY;
+        else rc = xi_parse_float(t, 1e-6, 1e9, &d) ? -1 : (rates[n++] = d, 0);
     }
     free(copy);
-    if (a->c.n_levels == 0) rc = -1;
+    return rc || n == 0 ? -1 : n;
+}
+
+/* The sweep's levels from the lists: one list may have many values, the other is repeated.
+ * Without --request-rate, a closed loop at each concurrency (1,2,4,8,16 by default); with it,
+ * an open loop at each rate, at most --concurrency in flight (default: no limit). */
+static int build_levels(bench_args *a) {
+    static const int def_conc[] = {1, 2, 4, 8, 16};
+    const int *conc = a->n_conc ? a->conc_list : def_conc;
+    int n_conc = a->n_conc ? a->n_conc : (int)XI_ARRAY_LEN(def_conc);
+    int unbounded = a->n_rates && !a->n_conc;
+    if (unbounded) n_conc = 1;
+    if (a->n_rates > 1 && n_conc > 1) {
+        fprintf(stderr, "xinfer bench: sweep either --concurrency or --request-rate, not both "
+                        "(one of them must have a single value)\n");
+        return -1;
+    }
+    const int n = XI_MAX(n_conc, XI_MAX(a->n_rates, 1));
+    for (int i = 0; i < n; i++) {
+        a->levels[i] = unbounded ? XI_MIN(a->c.num_requests, 100000) : conc[n_conc > 1 ? i : 0];
+        a->rates[i] = a->n_rates ? a->rate_list[a->n_rates > 1 ? i : 0] : INFINITY;
+    }
+    a->c.n_levels = n;
     a->c.concurrency = a->levels;
-    return rc;
+    a->c.request_rate = a->rates;
+    return 0;
 }
 
 static int parse_prompt_len(const char *s, xi_loadgen_config *c) {
@@ -89,7 +132,6 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     xi_loadgen_config_default(&a->c);
     a->c.model = NULL;
     a->c.api_key = getenv("OPENAI_API_KEY");
-    if (parse_levels("1,2,4,8,16", a)) return -1;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL, *flag = argv[i];
         long long n;
@@ -109,7 +151,19 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             else if (!strcmp(v, "completions") || !strcmp(v, "/v1/completions")) a->c.endpoint = XI_LG_COMPLETIONS;
             else goto bad;
         }
-        else if (VALUE("--concurrency")) { if (got < 0) goto missing; if (parse_levels(v, a)) goto bad; }
+        else if (VALUE("--concurrency") || VALUE("--max-concurrency")) {
+            if (got < 0) goto missing;
+            if ((a->n_conc = parse_list(v, 0, a->conc_list, NULL)) < 0) goto bad;
+        }
+        else if (VALUE("--request-rate")) {
+            if (got < 0) goto missing;
+            if ((a->n_rates = parse_list(v, 1, NULL, a->rate_list)) < 0) goto bad;
+        }
+        else if (VALUE("--burstiness")) {
+            if (got < 0) goto missing;
+            if (xi_parse_float(v, 1e-3, 1e3, &d)) goto bad;
+            a->c.burstiness = d;
+        }
         else if (VALUE("--num-requests")) {
             if (got < 0) goto missing;
             if (xi_parse_int(v, 1, 10000000, &n)) goto bad;
@@ -152,7 +206,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         return -1;
 #undef VALUE
     }
-    return 0;
+    return build_levels(a);
 }
 
 /* ---- progress -------------------------------------------------------------------------- */
@@ -160,11 +214,14 @@ static int parse_args(int argc, char **argv, bench_args *a) {
 typedef struct progress_state {
     int tty;
     double level_start;
+    const double *rates;  /* [levels] */
 } progress_state;
 
 static void on_progress(void *ud, int level_idx, int conc, int done, int total, int errors) {
     progress_state *p = ud;
-    (void)level_idx;
+    char name[48];
+    if (isfinite(p->rates[level_idx])) snprintf(name, sizeof name, "rate %g/s", p->rates[level_idx]);
+    else snprintf(name, sizeof name, "concurrency %d", conc);
     if (done == 0) p->level_start = xi_now();
     double el = xi_now() - p->level_start;
     if (p->tty) {
@@ -174,14 +231,14 @@ static void on_progress(void *ud, int level_idx, int conc, int done, int total, 
         char bar[BAR + 1];
         for (int i = 0; i < BAR; i++) bar[i] = i < fill ? '#' : '.';
         bar[BAR] = 0;
-        fprintf(stderr, "\rconcurrency %4d [%s] %d/%d  errors %d  %.1fs\x1b[K", conc, bar, done,
-                total, errors, el);
+        fprintf(stderr, "\r%s [%s] %d/%d  errors %d  %.1fs\x1b[K", name, bar, done, total,
+                errors, el);
         if (done == total) fputc('\n', stderr);
         fflush(stderr);
     } else if (done == 0) {
-        fprintf(stderr, "bench: concurrency %d: %d requests\n", conc, total);
+        fprintf(stderr, "bench: %s: %d requests\n", name, total);
     } else if (done == total) {
-        fprintf(stderr, "bench: concurrency %d: done in %.1f s, %d error%s\n", conc, el, errors,
+        fprintf(stderr, "bench: %s: done in %.1f s, %d error%s\n", name, el, errors,
                 errors == 1 ? "" : "s");
     }
 }
@@ -259,7 +316,7 @@ int cmd_bench(int argc, char **argv) {
     fprintf(stderr, " words (+%d shared), output %d tokens\n", a.c.shared_prefix_len, a.c.output_len);
 
     xi_loadgen_level lv[MAX_LEVELS];
-    progress_state ps = {isatty(2), 0};
+    progress_state ps = {isatty(2), 0, a.rates};
     if (xi_loadgen_run(&a.c, lv, on_progress, &ps, err, sizeof err)) {
         fprintf(stderr, "xinfer bench: %s\n", err);
         free(discovered);

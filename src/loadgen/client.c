@@ -8,6 +8,7 @@
  * usually shares the machine, so the client must stay the lighter side of the measurement. */
 #include <curl/curl.h>
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,12 @@ void xi_loadgen_config_default(xi_loadgen_config *c) {
     c->timeout_s = 300;
     c->stream_usage = 1;
     c->ignore_eos = 1;
+    c->burstiness = 1.0;
+}
+
+/* Level l's request rate: INFINITY for a closed loop. */
+static double level_rate(const xi_loadgen_config *c, int l) {
+    return c->request_rate ? c->request_rate[l] : INFINITY;
 }
 
 int xi_loadgen_config_check(const xi_loadgen_config *c, char *err, size_t errlen) {
@@ -53,6 +60,12 @@ int xi_loadgen_config_check(const xi_loadgen_config *c, char *err, size_t errlen
     for (int i = 0; i < c->n_levels; i++)
         if (c->concurrency[i] < 1 || c->concurrency[i] > 100000)
             return xi_errf(err, errlen, "concurrency %d: must be 1..100000", c->concurrency[i]);
+    for (int i = 0; c->request_rate && i < c->n_levels; i++)
+        if (!(c->request_rate[i] > 0)) /* NaN too */
+            return xi_errf(err, errlen, "request-rate %g: must be > 0 requests/s, or inf",
+                           c->request_rate[i]);
+    if (!(c->burstiness > 0) || !isfinite(c->burstiness))
+        return xi_errf(err, errlen, "burstiness %g: must be a finite number > 0", c->burstiness);
     if (c->num_requests < 1) return xi_errf(err, errlen, "num-requests %d: must be >= 1", c->num_requests);
     if (c->prompt_len_min < 0 || c->prompt_len_max < c->prompt_len_min)
         return xi_errf(err, errlen, "prompt-len %d:%d: need 0 <= min <= max", c->prompt_len_min,
@@ -368,13 +381,15 @@ int xi_loadgen_run_level(const xi_loadgen_config *c, int level_idx, xi_loadgen_r
         return xi_errf(err, errlen, "level %d: out of range", level_idx);
     int n = c->num_requests, conc = XI_MIN(c->concurrency[level_idx], n);
     int rc = -1, started = 0, done = 0, errors = 0;
+    const double rate = level_rate(c, level_idx);
     char *url = xi_loadgen_endpoint_url(c->url, c->endpoint);
     struct curl_slist *hdrs = make_headers(c->api_key);
     CURLM *m = curl_multi_init();
     req *slots = calloc((size_t)conc, sizeof *slots);  /* [conc], one per in-flight request */
     int *free_slots = calloc((size_t)conc, sizeof *free_slots);  /* stack of idle slot ids */
+    double *due = malloc(sizeof(double) * (size_t)n);  /* arrival offsets, seconds */
     int n_free = conc;
-    if (!url || !hdrs || !m || !slots || !free_slots) {
+    if (!url || !hdrs || !m || !slots || !free_slots || !due) {
         xi_errf(err, errlen, "load generator: out of memory");
         goto out;
     }
@@ -386,10 +401,15 @@ int xi_loadgen_run_level(const xi_loadgen_config *c, int level_idx, xi_loadgen_r
             goto out;
         }
     }
+    xi_loadgen_arrivals(c->seed, level_idx, n, rate, c->burstiness, due);
     if (progress) progress(ud, level_idx, c->concurrency[level_idx], 0, n, 0);
+    const double t0 = xi_now();
     while (done < n) {
-        /* Closed loop: a finished request is replaced at once, so `conc` stay in flight. */
-        while (n_free > 0 && started < n) {
+        /* Closed loop: every request is due at once, so a finished one is replaced at once and
+         * `conc` stay in flight. Open loop: a request starts when it is due and a slot is free;
+         * one that finds all `conc` busy waits for the next free slot, as behind vLLM's
+         * --max-concurrency, and its latencies count from when it is sent. */
+        while (n_free > 0 && started < n && xi_now() - t0 >= due[started]) {
             req *q = &slots[free_slots[--n_free]];
             if (req_start(q, c, url, hdrs, level_idx, started, &res[started])) {
                 xi_errf(err, errlen, "load generator: out of memory");
@@ -418,8 +438,16 @@ int xi_loadgen_run_level(const xi_loadgen_config *c, int level_idx, xi_loadgen_r
             done++;
             if (progress) progress(ud, level_idx, c->concurrency[level_idx], done, n, errors);
         }
-        /* Sleep only when nothing can start: a freed slot is refilled without waiting. */
-        if (done < n && !(n_free > 0 && started < n)) curl_multi_poll(m, NULL, 0, 100, NULL);
+        /* Sleep only when nothing can start: a freed slot is refilled without waiting, and a
+         * request due later is waited for no longer than until it is due. */
+        if (done < n) {
+            int wait_ms = 100;
+            if (n_free > 0 && started < n) {
+                const double until = due[started] - (xi_now() - t0);
+                wait_ms = until <= 0 ? 0 : (int)XI_MIN(100.0, ceil(until * 1e3));
+            }
+            if (wait_ms > 0) curl_multi_poll(m, NULL, 0, wait_ms, NULL);
+        }
     }
     rc = 0;
 out:
@@ -436,6 +464,7 @@ out:
     for (int i = started; rc != 0 && i < n; i++) memset(&res[i], 0, sizeof res[i]);
     free(slots);
     free(free_slots);
+    free(due);
     if (m) curl_multi_cleanup(m);
     curl_slist_free_all(hdrs);
     free(url);
@@ -453,6 +482,7 @@ int xi_loadgen_run(const xi_loadgen_config *c, xi_loadgen_level *lv,
         rc = xi_loadgen_run_level(c, l, res, progress, ud, err, errlen);
         if (rc == 0 && xi_loadgen_level_of(res, c->num_requests, c->concurrency[l], &lv[l]))
             rc = xi_errf(err, errlen, "load generator: out of memory");
+        if (rc == 0) lv[l].request_rate = level_rate(c, l);
         for (int i = 0; i < c->num_requests; i++) xi_loadgen_result_free(&res[i]);
     }
     free(res);

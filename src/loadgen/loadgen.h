@@ -1,10 +1,13 @@
 /* loadgen: load generation against any OpenAI-compatible server (xinfer, vLLM, llama.cpp).
- * A closed-loop sweep: for each concurrency level C, keep C streaming requests in flight until
- * num_requests have finished, and measure per request TTFT, TPOT, inter-token latencies and
- * end-to-end latency; per level, percentiles, throughputs and errors by kind.
+ * A sweep of levels, each num_requests streaming requests: closed loop (keep C requests in
+ * flight, a finished one replaced at once) or open loop (requests arrive at a request rate, in
+ * a seeded Poisson or gamma process, with at most C in flight), measuring per request TTFT,
+ * TPOT, inter-token latencies and end-to-end latency; per level, percentiles, throughputs and
+ * errors by kind.
  *
  * Stages, one file each:
- *   prompt.c  deterministic prompts from a seed (random common words, ~1 token each)
+ *   prompt.c  the workload from a seed: prompts (random common words, ~1 token each) and
+ *             arrival times
  *   sse.c     Server-Sent Events framing: bytes in, `data:` payloads out
  *   client.c  libcurl streaming client and the sweep loop
  *   stats.c   percentiles and per-level aggregation
@@ -37,6 +40,13 @@ char *xi_loadgen_prompt(uint64_t seed, int level, int index, int prefix_words, i
 
 /* Length of request `index`'s unique part when lengths are drawn uniformly from [lo, hi]. */
 int xi_loadgen_prompt_len(uint64_t seed, int level, int index, int lo, int hi);
+
+/* Arrival offsets t[n] in seconds from the start of a level, t[0] = 0: gaps drawn from a gamma
+ * distribution of shape `burstiness` and mean 1 / rate, as vLLM's `bench serve` does
+ * (burstiness 1: a Poisson process; smaller: burstier; larger: more even). A rate of INFINITY
+ * gives all zeros: every request is due at once. The same (seed, level) gives the same times. */
+void xi_loadgen_arrivals(uint64_t seed, int level, int n, double rate, double burstiness,
+                         double *t);
 
 /* ---- SSE framing ------------------------------------------------------------------------- */
 
@@ -118,7 +128,10 @@ typedef struct xi_loadgen_config {
     const char *model;
     const char *api_key;      /* NULL: no Authorization header */
     xi_loadgen_endpoint endpoint;
-    const int *concurrency;   /* [n_levels] borrowed */
+    const int *concurrency;   /* [n_levels] borrowed: requests in flight, or the cap on them */
+    const double *request_rate; /* [n_levels] borrowed, requests/s; INFINITY or a NULL array:
+                                 * closed loop */
+    double burstiness;        /* gamma shape of the gaps between arrivals; 1: Poisson */
     int n_levels;
     int num_requests;         /* per level */
     int prompt_len_min, prompt_len_max;  /* words of the unique part; equal for a fixed length */
@@ -145,6 +158,7 @@ char *xi_loadgen_request_body(const xi_loadgen_config *c, const char *prompt);
 /* One concurrency level, aggregated. */
 typedef struct xi_loadgen_level {
     int concurrency;
+    double request_rate;                /* INFINITY: closed loop */
     int num_requests;
     int completed;                      /* successful requests */
     int errors[XI_LG_ERR_COUNT];        /* by kind; errors[XI_LG_OK] unused */

@@ -1,6 +1,8 @@
-/* loadgen/prompt: deterministic prompts. A benchmark is only comparable across servers and
- * runs if every run sends the same text, so prompts come from a seeded generator of our own
- * (splitmix64: fixed output on every platform, unlike rand()) over a fixed word list. */
+/* loadgen/prompt: the deterministic workload, prompts and arrival times. A benchmark is only
+ * comparable across servers and runs if every run sends the same text at the same moments, so
+ * both come from a seeded generator of our own (splitmix64: fixed output on every platform,
+ * unlike rand()); prompts draw from a fixed word list. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,4 +98,40 @@ int xi_loadgen_prompt_len(uint64_t seed, int level, int index, int lo, int hi) {
     if (hi <= lo) return lo;
     uint64_t s = rng_state(seed, STREAM_LENGTH + (uint64_t)level, (uint64_t)index);
     return lo + (int)below(&s, (uint64_t)(hi - lo + 1));
+}
+
+/* ---- arrival times ----------------------------------------------------------------------- */
+
+#define STREAM_ARRIVAL 0x41525256ull
+
+/* Uniform in (0, 1): 53 random bits, never 0, so logarithms stay finite. */
+static double unit_open(uint64_t *s) { return ((double)(splitmix64(s) >> 11) + 0.5) * 0x1p-53; }
+
+static double std_normal(uint64_t *s) { /* Box-Muller, one of the pair */
+    const double u = unit_open(s), v = unit_open(s);
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* Gamma(shape k, scale 1) by Marsaglia and Tsang's squeeze; k < 1 through Gamma(k + 1)
+ * times U^(1/k). */
+static double gamma1(uint64_t *s, double k) {
+    if (k < 1.0) return gamma1(s, k + 1.0) * pow(unit_open(s), 1.0 / k);
+    const double d = k - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        const double z = std_normal(s), v0 = 1.0 + c * z;
+        if (v0 <= 0.0) continue;
+        const double v = v0 * v0 * v0, u = unit_open(s);
+        if (log(u) < 0.5 * z * z + d - d * v + d * log(v)) return d * v;
+    }
+}
+
+void xi_loadgen_arrivals(uint64_t seed, int level, int n, double rate, double burstiness,
+                         double *t) {
+    uint64_t s = rng_state(seed, STREAM_ARRIVAL + (uint64_t)level, 0);
+    double at = 0.0;
+    for (int i = 0; i < n; i++) {
+        t[i] = at; /* the first request goes at once, as in vLLM's benchmark */
+        if (!isfinite(rate)) continue;
+        at += gamma1(&s, burstiness) / (rate * burstiness);
+    }
 }

@@ -18,6 +18,15 @@ static const xi_loadgen_dist *dist_at(const xi_loadgen_level *l, int i) {
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
+/* A request rate: a number, or "inf" for a closed loop (JSON has no infinity). */
+static json_t *rate_json(double r) { return isfinite(r) ? json_real(r) : json_string("inf"); }
+
+static int any_open_loop(const xi_loadgen_level *lv, int n) {
+    for (int i = 0; i < n; i++)
+        if (isfinite(lv[i].request_rate)) return 1;
+    return 0;
+}
+
 static json_t *dist_json(const xi_loadgen_dist *d) {
     json_t *j = json_object();
     json_object_set_new(j, "count", json_integer((json_int_t)d->n));
@@ -40,6 +49,11 @@ char *xi_loadgen_json(const xi_loadgen_config *c, const xi_loadgen_level *lv, in
     json_t *conc = json_array();
     for (int i = 0; i < c->n_levels; i++) json_array_append_new(conc, json_integer(c->concurrency[i]));
     json_object_set_new(cfg, "concurrency", conc);
+    json_t *rates = json_array();
+    for (int i = 0; i < c->n_levels; i++)
+        json_array_append_new(rates, rate_json(c->request_rate ? c->request_rate[i] : INFINITY));
+    json_object_set_new(cfg, "request_rate", rates);
+    json_object_set_new(cfg, "burstiness", json_real(c->burstiness));
     json_object_set_new(cfg, "num_requests", json_integer(c->num_requests));
     json_object_set_new(cfg, "prompt_len_min", json_integer(c->prompt_len_min));
     json_object_set_new(cfg, "prompt_len_max", json_integer(c->prompt_len_max));
@@ -60,6 +74,7 @@ char *xi_loadgen_json(const xi_loadgen_config *c, const xi_loadgen_level *lv, in
         const xi_loadgen_level *l = &lv[i];
         json_t *j = json_object();
         json_object_set_new(j, "concurrency", json_integer(l->concurrency));
+        json_object_set_new(j, "request_rate", rate_json(l->request_rate));
         json_object_set_new(j, "num_requests", json_integer(l->num_requests));
         json_object_set_new(j, "completed", json_integer(l->completed));
         json_t *errs = json_object();
@@ -105,7 +120,7 @@ static void csv_str(FILE *f, const char *s) {
 
 int xi_loadgen_write_csv(FILE *f, const xi_loadgen_level *lv, int n) {
     static const char *const stat_names[4] = {"mean", "p50", "p90", "p99"};
-    fputs("concurrency,num_requests,completed,errors,duration_s,request_throughput,"
+    fputs("concurrency,request_rate,num_requests,completed,errors,duration_s,request_throughput,"
           "output_throughput,total_token_throughput,input_tokens,output_tokens", f);
     for (int k = 0; k < 4; k++)
         for (int s = 0; s < 4; s++) fprintf(f, ",%s_ms_%s", dist_names[k], stat_names[s]);
@@ -113,7 +128,10 @@ int xi_loadgen_write_csv(FILE *f, const xi_loadgen_level *lv, int n) {
     fputs(",first_error\n", f);
     for (int i = 0; i < n; i++) {
         const xi_loadgen_level *l = &lv[i];
-        fprintf(f, "%d,%d,%d,%d", l->concurrency, l->num_requests, l->completed, l->n_errors);
+        fprintf(f, "%d", l->concurrency);
+        if (isfinite(l->request_rate)) fprintf(f, ",%.6g", l->request_rate);
+        else fputs(",inf", f);
+        fprintf(f, ",%d,%d,%d", l->num_requests, l->completed, l->n_errors);
         csv_num(f, l->duration_s);
         csv_num(f, l->request_throughput);
         csv_num(f, l->output_throughput);
@@ -136,13 +154,26 @@ static void cell(FILE *f, double v, int width) {
     else fprintf(f, " %*s", width, "-");
 }
 
+/* The level's name in messages: "concurrency 4", or "rate 2 (max 4 in flight)". */
+static void level_name(char *out, size_t len, const xi_loadgen_level *l) {
+    if (isfinite(l->request_rate))
+        snprintf(out, len, "rate %g (max %d in flight)", l->request_rate, l->concurrency);
+    else
+        snprintf(out, len, "concurrency %d", l->concurrency);
+}
+
 void xi_loadgen_write_table(FILE *f, const xi_loadgen_level *lv, int n) {
+    /* A rate column only when some level ran open loop: closed-loop tables stay as they were. */
+    const int rates = any_open_loop(lv, n);
+    if (rates) fprintf(f, "%7s ", "rate/s");
     fprintf(f, "%5s %9s %8s %10s  %17s  %15s  %15s  %17s\n", "conc", "ok/total", "req/s",
             "out tok/s", "TTFT p50/p99 ms", "TPOT p50/p99", "ITL p50/p99", "E2E p50/p99 ms");
     for (int i = 0; i < n; i++) {
         const xi_loadgen_level *l = &lv[i];
         char ok[24];
         snprintf(ok, sizeof ok, "%d/%d", l->completed, l->num_requests);
+        if (rates && isfinite(l->request_rate)) fprintf(f, "%7.3g ", l->request_rate);
+        else if (rates) fprintf(f, "%7s ", "inf");
         fprintf(f, "%5d %9s %8.2f %10.1f ", l->concurrency, ok, l->request_throughput,
                 l->output_throughput);
         cell(f, l->ttft.p50, 8), cell(f, l->ttft.p99, 8);
@@ -157,8 +188,9 @@ void xi_loadgen_write_table(FILE *f, const xi_loadgen_level *lv, int n) {
     for (int i = 0; i < n; i++) {
         const xi_loadgen_level *l = &lv[i];
         if (!l->n_errors) continue;
-        fprintf(f, "concurrency %d: %d error%s (", l->concurrency, l->n_errors,
-                l->n_errors == 1 ? "" : "s");
+        char name[64];
+        level_name(name, sizeof name, l);
+        fprintf(f, "%s: %d error%s (", name, l->n_errors, l->n_errors == 1 ? "" : "s");
         const char *sep = "";
         for (int k = 1; k < XI_LG_ERR_COUNT; k++)
             if (l->errors[k]) {

@@ -63,6 +63,7 @@ void xi_loadgen_level_free(xi_loadgen_level *lv) {
 int xi_loadgen_level_of(xi_loadgen_result *res, int n, int concurrency, xi_loadgen_level *lv) {
     memset(lv, 0, sizeof *lv);
     lv->concurrency = concurrency;
+    lv->request_rate = INFINITY; /* the sweep sets an open loop's rate */
     lv->num_requests = n;
     size_t n_itl = 0;
     for (int i = 0; i < n; i++)

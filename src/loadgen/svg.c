@@ -2,7 +2,8 @@
  * share the concurrency axis: output throughput on top, TTFT p50 and p99 below. Two panels
  * rather than two y axes on one plot, because tokens/s and milliseconds on one plot invite
  * reading crossings that mean nothing. Levels are spaced evenly (sweeps are usually 1,2,4,...,
- * which a log axis would space evenly too) and labelled with their concurrency. A level
+ * which a log axis would space evenly too) and labelled with their concurrency, or with their
+ * request rate when the sweep is over rates (then that is the shared axis). A level
  * without successful requests leaves a gap in the lines and is marked "no data"; one where
  * some requests failed is marked "N failed", since its points stand for fewer requests. */
 #include <math.h>
@@ -49,6 +50,20 @@ typedef struct series {
     double v[64];   /* values per level, NaN for none; sweeps longer than 64 levels are cut */
 } series;
 
+/* A sweep over request rates is drawn against the rate; any other against concurrency. */
+static int by_rate(const xi_loadgen_level *lv, int n) {
+    for (int i = 1; i < n; i++)
+        if (lv[i].request_rate != lv[0].request_rate) return 1;
+    return 0;
+}
+
+/* Level i's x label: its concurrency, or its request rate ("inf" for a closed loop). */
+static void x_label(char *out, size_t len, const xi_loadgen_level *lv, int n, int i) {
+    if (!by_rate(lv, n)) snprintf(out, len, "%d", lv[i].concurrency);
+    else if (isfinite(lv[i].request_rate)) snprintf(out, len, "%g", lv[i].request_rate);
+    else snprintf(out, len, "inf");
+}
+
 /* One panel: frame, grid, y ticks, x ticks with the concurrency of each level, series lines
  * broken at missing values, markers with a tooltip, and a legend. */
 static void panel(xi_buf *b, const xi_loadgen_level *lv, int n, int top, const char *title,
@@ -76,12 +91,15 @@ static void panel(xi_buf *b, const xi_loadgen_level *lv, int n, int top, const c
                      "text-anchor=\"middle\">", 22, top + PANEL_H / 2);
     xml_text(b, ylabel);
     xi_buf_printf(b, "</text>\n");
+    const int rate_axis = by_rate(lv, n);
+    char xl[32];
     for (int i = 0; i < n; i++) {
         double x = x_at(i, n);
         xi_buf_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#999\"/>\n",
                       x, bottom, x, bottom + 5);
-        xi_buf_printf(b, "<text x=\"%.1f\" y=\"%d\" class=\"tick\" text-anchor=\"middle\">%d</text>\n",
-                      x, bottom + 19, lv[i].concurrency);
+        x_label(xl, sizeof xl, lv, n, i);
+        xi_buf_printf(b, "<text x=\"%.1f\" y=\"%d\" class=\"tick\" text-anchor=\"middle\">%s</text>\n",
+                      x, bottom + 19, xl);
         if (lv[i].completed == 0)
             xi_buf_printf(b, "<text x=\"%.1f\" y=\"%d\" class=\"nodata\" text-anchor=\"middle\">"
                              "no data</text>\n", x, bottom - 8);
@@ -89,9 +107,9 @@ static void panel(xi_buf *b, const xi_loadgen_level *lv, int n, int top, const c
             xi_buf_printf(b, "<text x=\"%.1f\" y=\"%d\" class=\"nodata\" text-anchor=\"middle\">"
                              "%d failed</text>\n", x, bottom - 8, lv[i].n_errors);
     }
-    xi_buf_printf(b, "<text x=\"%d\" y=\"%d\" class=\"axis\" text-anchor=\"middle\">"
-                     "concurrency (requests in flight)</text>\n",
-                  (LEFT + W - RIGHT) / 2, bottom + 38);
+    xi_buf_printf(b, "<text x=\"%d\" y=\"%d\" class=\"axis\" text-anchor=\"middle\">%s</text>\n",
+                  (LEFT + W - RIGHT) / 2, bottom + 38,
+                  rate_axis ? "request rate (requests/s)" : "concurrency (requests in flight)");
     for (int k = 0; k < ns; k++) {
         /* One polyline per run of consecutive levels with data. */
         int open = 0;
@@ -114,7 +132,9 @@ static void panel(xi_buf *b, const xi_loadgen_level *lv, int n, int top, const c
             xi_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>",
                           x_at(i, n), bottom - s[k].v[i] / amax * PANEL_H, s[k].color);
             xml_text(b, s[k].label);
-            xi_buf_printf(b, " at concurrency %d: %.4g</title></circle>\n", lv[i].concurrency, s[k].v[i]);
+            x_label(xl, sizeof xl, lv, n, i);
+            xi_buf_printf(b, " at %s %s: %.4g</title></circle>\n",
+                          rate_axis ? "request rate" : "concurrency", xl, s[k].v[i]);
         }
         /* Legend in the panel's heading row, right-aligned, so it never covers a point. */
         int lx = W - RIGHT - 120 * (ns - k), ly = top - 12;
