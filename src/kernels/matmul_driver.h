@@ -9,6 +9,7 @@
  *                            always_inline; blocked_rows below runs every row count of the
  *                            layout through it, in one summation order of the variant's own
  *   blocks_to_f32(dst, w, b, NB)  blocks as the exact f32 values btile would use
+ *   BLOCKED_PANEL_ROWS(t)    row counts above which blocks go through blocks_to_f32 first
  * and for Q4_AWQ, whose tiles fold zero points per group:
  *   q4_group_sums(out, x, n_in, group_size)  each group's sum of one row of x, in the order
  *                            the tiles sum q * x; the driver computes them once per call
@@ -178,11 +179,10 @@ static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int
     const size_t es = w->dtype == XI_F32 ? 4 : w->dtype == XI_Q8 ? 1 : 2, bs = (size_t)(8 * K) * es;
     const int64_t RB = rows < 4 ? rows : GEMM_ROW_BLOCK;
     /* Many 4-row tiles per column group: convert the group's blocks to f32 once instead of
-     * once per tile (NULL, out of memory: the tiles convert, same bits). F16 and BF16 tiles
-     * convert cheaply enough that up to 16 rows run faster without the panel's extra
-     * write and reads (measured on AVX2, 4864x896, 8 / 16 rows: BF16 +21% / +7%, F16 +20% / 0%;
-     * INT8 gains from the panel from 16 rows on). */
-    const int64_t panel_rows = w->dtype == XI_Q8 ? 4 : 16;
+     * once per tile (NULL, out of memory: the tiles convert, same bits), above the variant's
+     * BLOCKED_PANEL_ROWS: below it the tiles' own conversions cost less than the panel's
+     * extra write and reads. */
+    const int64_t panel_rows = BLOCKED_PANEL_ROWS(w->dtype);
     float *f32 = rows > panel_rows && ti ? panel_scratch((size_t)(BTILE_NB(4) * 8 * K) * 4) : NULL;
     for (int64_t rb = 0; rb < rows; rb += RB) {
         const int64_t re = XI_MIN(rows, rb + RB);

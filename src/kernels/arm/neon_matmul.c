@@ -393,6 +393,11 @@ XI_INLINE void btile(xi_dtype t, int R, int NB, float *y, int64_t ldy, const flo
  * more instructions per multiply-add for F16, BF16 and INT8 (F32 GEMV 2% fewer). */
 #define BTILE_NB(R) ((R) == 1 ? 4 : (R) == 2 ? 3 : 2)
 
+/* Above these row counts the f32 panel executes fewer instructions per multiply-add
+ * (bench/arm64_insns.sh, 192x896): INT8 0.476 direct vs 0.500 panel at 8 rows, 0.476 vs 0.421
+ * at 16; F16 0.378 vs 0.397 at 16 rows, 0.378 vs 0.370 at 32. */
+#define BLOCKED_PANEL_ROWS(t) ((t) == XI_Q8 ? 8 : 16)
+
 /* Blocks [b, b + NB) of a blocked F16 / BF16 / Q8 weight as f32 (Q8 unscaled) in the plain
  * blocked layout: the conversions are exact, so tiles over it give the bits of tiles over
  * the weight. */

@@ -54,6 +54,7 @@ static void q4_group_sums(float *out, const float *x, int64_t K, int64_t gs) {
  * vectors); the shape guards are compile-time constants after inlining. */
 #define FOR_COLS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
 #define FOR_ROWS(OP) OP(0) OP(1) OP(2) OP(3)
+#define FOR_COLS4(OP) OP(0) OP(1) OP(2) OP(3)
 #define FOR_ROW0(OP) OP(0, 0) OP(0, 1) OP(0, 2) OP(0, 3) OP(0, 4) OP(0, 5) OP(0, 6) OP(0, 7)
 #define FOR_TILE(OP)                                                                        \
     FOR_ROW0(OP) OP(1, 0) OP(1, 1) OP(1, 2) OP(1, 3) OP(2, 0) OP(2, 1) OP(2, 2) OP(2, 3)    \
@@ -87,6 +88,11 @@ static void q4_group_sums(float *out, const float *x, int64_t K, int64_t gs) {
 #define W_Q4(c) const __m256 w##c = c < C ? q4_codes8(w->base + c * w->stride, k) : zero;
 #define Q4_S(c) c < C ? w->scale[c * w->groups + g] : 0.0f
 #define Q4_Z(c) c < C ? (float)w->zero[c * w->groups + g] : 0.0f
+#define Q4P_ROW(r)                                                                          \
+    if (r < R) {                                                                            \
+        const __m256 x##r = _mm256_loadu_ps(io->x + r * io->ldx + k);                       \
+        ACC_FMA(r, 0) ACC_FMA(r, 1) ACC_FMA(r, 2) ACC_FMA(r, 3)                             \
+    }
 #define W_PANEL(c) \
     const __m256 w##c = c < C ? _mm256_loadu_ps((const float *)(w->base + c * w->stride) + k) : zero;
 
@@ -126,10 +132,10 @@ XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *
     for (int64_t g = 0, k = 0; k < K; g++) {
         FOR_TILE(ACC_DECL)
         if (t == XI_Q4_PANEL) { /* the codes already in f32 columns */
+            /* columns first, then one x vector per row: 12 accumulators + 3 + 1 registers */
             for (const int64_t ke = k + w->gs; k < ke; k += 8) {
-                FOR_COLS(W_PANEL)
-                FOR_ROWS(X_LOAD)
-                FOR_TILE(ACC_FMA)
+                FOR_COLS4(W_PANEL)
+                FOR_ROWS(Q4P_ROW)
             }
         } else if (w->q4b == 16) {
             for (const int64_t ke = k + w->gs; k < ke; k += 16) {
@@ -246,6 +252,10 @@ XI_INLINE __m256 bf16_pair_k0(__m256i d) { return _mm256_castsi256_ps(_mm256_sll
 XI_INLINE __m256 bf16_pair_k1(__m256i d) {
     return _mm256_castsi256_ps(_mm256_and_si256(d, _mm256_set1_epi32((int)0xFFFF0000u)));
 }
+/* bf16_pair_k1 without the mask constant, for tiles with no register to spare for it. */
+XI_INLINE __m256 bf16_pair_k1_shift(__m256i d) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(d, 16), 16));
+}
 #define BPAIR(b) _mm256_loadu_si256((const __m256i *)(blk + b * bstride + k * 16))
 #define BSTEP_K0(b)                                                                         \
     if (b < NB) {                                                                           \
@@ -268,6 +278,22 @@ XI_INLINE __m256 bf16_pair_k1(__m256i d) {
 #define BST2(b) BST_R(2, b)
 #define BST3(b) BST_R(3, b)
 
+/* The 4-row tiles: weights of up to 3 blocks, then row r's broadcast and its FMAs. */
+#define FOR_W3(OP) OP(0) OP(1) OP(2)
+#define BW_K0(b) const __m256 w##b = b < NB ? bf16_pair_k0(BPAIR(b)) : zero;
+#define BW_K1(b) const __m256 v##b = b < NB ? bf16_pair_k1_shift(BPAIR(b)) : zero;
+#define BROW4(r)                                                                            \
+    {                                                                                       \
+        const __m256 xb = _mm256_broadcast_ss(x + r * ldx + k);                             \
+        BFMA_B(r, 0, xb, w0) BFMA_B(r, 1, xb, w1) BFMA_B(r, 2, xb, w2)                      \
+    }
+#define BROW4_1(r)                                                                          \
+    {                                                                                       \
+        const __m256 xb = _mm256_broadcast_ss(x + r * ldx + k + 1);                         \
+        BFMA_B(r, 0, xb, v0) BFMA_B(r, 1, xb, v1) BFMA_B(r, 2, xb, v2)                      \
+    }
+#define BFMA_B(r, b, xv, wv) if (b < NB) a##r##b = _mm256_fmadd_ps(xv, wv, a##r##b);
+
 /* Store columns [lo, hi) (relative to the tile's first column) of block b, scaled for Q8. */
 XI_INLINE void bstore(float *y, __m256 v, const float *sc, int b, int64_t lo, int64_t hi) {
     if (sc) v = _mm256_mul_ps(v, _mm256_loadu_ps(sc + b * 8));
@@ -289,35 +315,54 @@ XI_INLINE void btile(xi_dtype t, int R, int NB, float *y, int64_t ldy, const flo
     const int64_t es = t == XI_F32 ? 4 : t == XI_Q8 ? 1 : 2;
     FOR_B(BACC0) FOR_B(BACC1) FOR_B(BACC2) FOR_B(BACC3)
     int64_t k = 0;
-    if (t == XI_BF16) { /* input pairs (kernels.h): the same FMAs, in the same order */
-        for (; k + 2 <= K; k += 2) {
-            if (R == 1 && !((k * 16) & 63) && (size_t)(k * 16) + 512 < bstride) {
+    if (R == 4) {
+        /* 12 accumulators leave 4 registers: the NB <= 3 weight vectors of an input first,
+         * then one broadcast per row (x first would need 17 and spill an accumulator). Same
+         * FMAs per accumulator, in the same order. */
+        if (t == XI_BF16)
+            for (; k + 2 <= K; k += 2) {
+                FOR_W3(BW_K0) FOR_ROWS(BROW4)
+                FOR_W3(BW_K1) FOR_ROWS(BROW4_1)
+            }
+        for (; k < K; k++) {
+            FOR_W3(BW) FOR_ROWS(BROW4)
+        }
+    } else {
+        if (t == XI_BF16) { /* input pairs (kernels.h): the same FMAs, in the same order */
+            for (; k + 2 <= K; k += 2) {
+                if (R == 1 && !((k * 16) & 63) && (size_t)(k * 16) + 512 < bstride) {
+                    FOR_B(BPF)
+                }
+                {
+                    BX(0) BX(1) BX(2) BX(3)
+                    FOR_B(BSTEP_K0)
+                }
+                {
+                    BX1(0) BX1(1) BX1(2) BX1(3)
+                    FOR_B(BSTEP_K1)
+                }
+            }
+        }
+        for (; k < K; k++) {
+            /* a few lines ahead on each block's stream, once per 64 bytes */
+            if (R == 1 && !((k * 8 * es) & 63) && (size_t)(k * 8 * es) + 512 < bstride) {
                 FOR_B(BPF)
             }
-            {
-                BX(0) BX(1) BX(2) BX(3)
-                FOR_B(BSTEP_K0)
-            }
-            {
-                BX1(0) BX1(1) BX1(2) BX1(3)
-                FOR_B(BSTEP_K1)
-            }
+            BX(0) BX(1) BX(2) BX(3)
+            /* each block's vector is converted and used at once, so one register holds it */
+            FOR_B(BSTEP)
         }
-    }
-    for (; k < K; k++) {
-        /* a few lines ahead on each block's stream, once per 64 bytes */
-        if (R == 1 && !((k * 8 * es) & 63) && (size_t)(k * 8 * es) + 512 < bstride) {
-            FOR_B(BPF)
-        }
-        BX(0) BX(1) BX(2) BX(3)
-        /* each block's vector is converted and used at once, so one register holds it */
-        FOR_B(BSTEP)
     }
     FOR_B(BST0) FOR_B(BST1) FOR_B(BST2) FOR_B(BST3)
 }
 
 /* Blocks per tile for R rows within 16 ymm registers. */
 #define BTILE_NB(R) ((R) == 1 ? 8 : (R) == 2 ? 6 : (R) == 3 ? 4 : 3)
+
+/* Above these row counts the f32 panel wins (bench_kernels, 4864x896, Zen 1, 1 thread):
+ * INT8 from 8 rows; F16 0.64 direct vs 0.59 panel of the FMA peak at 8 rows, 0.65 vs 0.76 at
+ * 16; BF16's shift-and-mask conversion is cheap enough that 16 rows run as fast without. */
+#define BLOCKED_PANEL_ROWS(t) ((t) == XI_Q8 ? 4 : (t) == XI_F16 ? 8 : 16)
 
 /* Blocks [b, b + NB) of a blocked F16 / BF16 / Q8 weight as f32 (Q8 unscaled), same layout:
  * the conversions are exact, so tiles over it give the bits of tiles over the weight. */
