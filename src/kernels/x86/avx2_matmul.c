@@ -88,6 +88,17 @@ static void q4_group_sums(float *out, const float *x, int64_t K, int64_t gs) {
 #define W_Q4(c) const __m256 w##c = c < C ? q4_codes8(w->base + c * w->stride, k) : zero;
 #define Q4_S(c) c < C ? w->scale[c * w->groups + g] : 0.0f
 #define Q4_Z(c) c < C ? (float)w->zero[c * w->groups + g] : 0.0f
+/* Row r of a tile, one x vector and then its FMAs (columns 4..7 exist for row 0 only). */
+#define ROW_FMA(r)                                                                          \
+    if (r < R) {                                                                            \
+        const __m256 x##r = _mm256_loadu_ps(io->x + r * io->ldx + k);                       \
+        ACC_FMA(r, 0) ACC_FMA(r, 1) ACC_FMA(r, 2) ACC_FMA(r, 3)                             \
+    }
+#define ROW_FMA0                                                                            \
+    {                                                                                       \
+        const __m256 x0 = _mm256_loadu_ps(io->x + k);                                       \
+        FOR_ROW0(ACC_FMA)                                                                   \
+    }
 #define Q4P_ROW(r)                                                                          \
     if (r < R) {                                                                            \
         const __m256 x##r = _mm256_loadu_ps(io->x + r * io->ldx + k);                       \
@@ -188,8 +199,7 @@ XI_INLINE void tile(xi_dtype t, int R, int C, const tile_io *io, const wsrc *w) 
     for (int64_t k = 0; k < K8; k += 8) {
         if (!((k * es) & 63)) { FOR_COLS(PF_NEXT) }
         FOR_COLS(W_DENSE)
-        FOR_ROWS(X_LOAD)
-        FOR_TILE(ACC_FMA)
+        ROW_FMA0 ROW_FMA(1) ROW_FMA(2) ROW_FMA(3) /* 4x3 tiles then fit in 16 registers */
     }
     finish_row(t, C, io, 0, w, a00, a01, a02, a03, a04, a05, a06, a07);
     if (R > 1) finish_row(t, C, io, 1, w, a10, a11, a12, a13, zero, zero, zero, zero);
