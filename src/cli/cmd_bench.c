@@ -30,7 +30,7 @@ static void usage(FILE *f) {
         "  --api-key KEY             sent as `Authorization: Bearer KEY` (env OPENAI_API_KEY)\n"
         "  --endpoint chat|completions   /v1/chat/completions or /v1/completions (completions)\n"
         "  --concurrency LIST        requests in flight, one level per value (1,2,4,8,16); with\n"
-        "                            --request-rate, the most in flight (default: no limit)\n"
+        "                            --request-rate, the most in flight (default: 512)\n"
         "  --max-concurrency LIST    the same as --concurrency (vLLM's name)\n"
         "  --request-rate LIST       open loop: requests arrive at this many per second, in a\n"
         "                            seeded Poisson process; one level per value, 'inf' for all\n"
@@ -81,9 +81,14 @@ static int parse_list(const char *s, int is_rate, int *ints, double *rates) {
     return rc || n == 0 ? -1 : n;
 }
 
+/* Without --max-concurrency, an open loop still holds at most this many requests in flight:
+ * each is a socket, and the usual limit of 1024 open files would otherwise turn a server that
+ * falls behind into the client's own connect errors. */
+#define OPEN_LOOP_MAX_INFLIGHT 512
+
 /* The sweep's levels from the lists: one list may have many values, the other is repeated.
  * Without --request-rate, a closed loop at each concurrency (1,2,4,8,16 by default); with it,
- * an open loop at each rate, at most --concurrency in flight (default: no limit). */
+ * an open loop at each rate, at most --concurrency in flight (default: 512). */
 static int build_levels(bench_args *a) {
     static const int def_conc[] = {1, 2, 4, 8, 16};
     const int *conc = a->n_conc ? a->conc_list : def_conc;
@@ -97,7 +102,8 @@ static int build_levels(bench_args *a) {
     }
     const int n = XI_MAX(n_conc, XI_MAX(a->n_rates, 1));
     for (int i = 0; i < n; i++) {
-        a->levels[i] = unbounded ? XI_MIN(a->c.num_requests, 100000) : conc[n_conc > 1 ? i : 0];
+        a->levels[i] = unbounded ? XI_MIN(a->c.num_requests, OPEN_LOOP_MAX_INFLIGHT)
+                                 : conc[n_conc > 1 ? i : 0];
         a->rates[i] = a->n_rates ? a->rate_list[a->n_rates > 1 ? i : 0] : INFINITY;
     }
     a->c.n_levels = n;
