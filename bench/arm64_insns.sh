@@ -7,7 +7,8 @@
 # call, divided by rows x n_out x n_in.
 #   bench/arm64_insns.sh            after .ci/arm64.sh has cross-built build-arm64
 #   QEMU_CPU=cortex-a76             the CPU model (default: a Kunpeng-920-like one)
-#   CASES="f16:1:256:896 ..."      format:rows:n_out:n_in (default below)
+#   CASES="f16:1:256:896 ..."      format:rows:n_out:n_in (default below); format/row, e.g.
+#                                  f16/row, keeps the weight row-major (--load-format mmap)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD_ARM64:-build-arm64}"

@@ -3,9 +3,10 @@
  * it under qemu with 1 and 2 calls, so the difference is one call's instructions), where
  * timing means nothing.
  *
- * usage: matmul_once f32|f16|bf16|int8|awq ROWS N_OUT N_IN CALLS [KERNELS]
- * The weight gets the layout the loader gives the variant (xi_weight_block_for); AWQ
- * uses group 128. Prints the variant, the layout and y[0]. */
+ * usage: matmul_once f32|f16|bf16|int8|awq[/row] ROWS N_OUT N_IN CALLS [KERNELS]
+ * The weight gets the layout the loader gives the variant (xi_weight_block_for), or stays
+ * row-major with /row (as `--load-format mmap` leaves it); AWQ uses group 128. Prints the
+ * variant, the layout and y[0]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,11 +23,15 @@ static float frand(void) {
 
 int main(int argc, char **argv) {
     if (argc < 6) {
-        fprintf(stderr, "usage: %s f32|f16|bf16|int8|awq ROWS N_OUT N_IN CALLS [KERNELS]\n",
+        fprintf(stderr, "usage: %s f32|f16|bf16|int8|awq[/row] ROWS N_OUT N_IN CALLS [KERNELS]\n",
                 argv[0]);
         return 2;
     }
-    const char *dn = argv[1];
+    char dn[16];
+    snprintf(dn, sizeof dn, "%s", argv[1]);
+    char *slash = strchr(dn, '/');
+    const int row_major = slash && !strcmp(slash, "/row");
+    if (slash) *slash = 0;
     const int64_t rows = atoll(argv[2]), n_out = atoll(argv[3]), n_in = atoll(argv[4]);
     const int calls = atoi(argv[5]), gs = 128;
     const xi_dtype dt = !strcmp(dn, "f32")    ? XI_F32
@@ -72,7 +77,7 @@ int main(int argc, char **argv) {
         w.zero = zero;
         w.group_size = gs;
     }
-    if (xi_weight_block(&w, xi_weight_block_for(ops, &w), err, sizeof err)) {
+    if (!row_major && xi_weight_block(&w, xi_weight_block_for(ops, &w), err, sizeof err)) {
         fprintf(stderr, "matmul_once: %s\n", err);
         return 1;
     }
