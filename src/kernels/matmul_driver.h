@@ -170,8 +170,8 @@ BT_FNS(Q8)
 static const btile_fn BTILES[4][4][8] = {BT_ROW(F32), BT_ROW(F16), BT_ROW(BF16), BT_ROW(Q8)};
 
 /* Rows [0, rows) x columns [n0, n1) of a blocked weight. Few rows: one pass of the widest
- * tiles over the blocks. Many: per block of rows (x stays in L2), per 3 blocks (they stay in
- * L2), 4-row tiles down the row block. */
+ * tiles over the blocks. Many: per block of rows (x stays in L2), per BTILE_NB(4) blocks
+ * (they stay in L2), 4-row tiles down the row block. */
 static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                          const xi_weight *w, int64_t n0, int64_t n1) {
     const int64_t K = w->n_in, b0 = n0 / 8, b1 = (n1 + 7) / 8;

@@ -57,10 +57,11 @@ static int by_rate(const xi_loadgen_level *lv, int n) {
     return 0;
 }
 
-/* Level i's x label: its concurrency, or its request rate ("inf" for a closed loop). */
-static void x_label(char *out, size_t len, const xi_loadgen_level *lv, int n, int i) {
-    if (!by_rate(lv, n)) snprintf(out, len, "%d", lv[i].concurrency);
-    else if (isfinite(lv[i].request_rate)) snprintf(out, len, "%g", lv[i].request_rate);
+/* A level's x label: its concurrency, or on a rate axis its request rate ("inf" for a
+ * closed loop). */
+static void x_label(char *out, size_t len, const xi_loadgen_level *l, int rate_axis) {
+    if (!rate_axis) snprintf(out, len, "%d", l->concurrency);
+    else if (isfinite(l->request_rate)) snprintf(out, len, "%g", l->request_rate);
     else snprintf(out, len, "inf");
 }
 
@@ -97,7 +98,7 @@ static void panel(xi_buf *b, const xi_loadgen_level *lv, int n, int top, const c
         double x = x_at(i, n);
         xi_buf_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#999\"/>\n",
                       x, bottom, x, bottom + 5);
-        x_label(xl, sizeof xl, lv, n, i);
+        x_label(xl, sizeof xl, &lv[i], rate_axis);
         xi_buf_printf(b, "<text x=\"%.1f\" y=\"%d\" class=\"tick\" text-anchor=\"middle\">%s</text>\n",
                       x, bottom + 19, xl);
         if (lv[i].completed == 0)
@@ -132,7 +133,7 @@ static void panel(xi_buf *b, const xi_loadgen_level *lv, int n, int top, const c
             xi_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>",
                           x_at(i, n), bottom - s[k].v[i] / amax * PANEL_H, s[k].color);
             xml_text(b, s[k].label);
-            x_label(xl, sizeof xl, lv, n, i);
+            x_label(xl, sizeof xl, &lv[i], rate_axis);
             xi_buf_printf(b, " at %s %s: %.4g</title></circle>\n",
                           rate_axis ? "request rate" : "concurrency", xl, s[k].v[i]);
         }

@@ -401,14 +401,26 @@ XI_INLINE void btile(xi_dtype t, int R, int NB, float *y, int64_t ldy, const flo
 /* Blocks [b, b + NB) of a blocked F16 / BF16 / Q8 weight as f32 (Q8 unscaled) in the plain
  * blocked layout: the conversions are exact, so tiles over it give the bits of tiles over
  * the weight. */
+/* n elements of the plain blocked layout as f32; t is a constant at each call, so the
+ * conversion inlines without a switch per input. */
+XI_INLINE void plain_to_f32(float *dst, const char *src, int64_t n, xi_dtype t) {
+    const size_t es = t == XI_Q8 ? 1 : 2;
+    for (int64_t i = 0; i < n; i += 8) {
+        float32x4_t l, h;
+        bload(t, src + (size_t)i * es, &l, &h);
+        vst1q_f32(dst + i, l);
+        vst1q_f32(dst + i + 4, h);
+    }
+}
+
 static void blocks_to_f32(float *dst, const xi_weight *w, int64_t b, int NB) {
     const int64_t K = w->n_in, n = 8 * K * NB;
     const size_t es = w->dtype == XI_Q8 ? 1 : 2;
     const char *src = (const char *)w->data + (size_t)(b * 8 * K) * es;
-    float32x4_t l, h;
     switch (w->dtype) { /* one loop per format, with the conversion inlined */
     case XI_BF16: { /* per block: input pairs, then an odd last input */
         const int64_t K2 = K & ~(int64_t)1;
+        float32x4_t l, h;
         for (int64_t i0 = 0; i0 < n; i0 += 8 * K) {
             for (int64_t k = 0; k < K2; k += 2) {
                 const char *p = src + (size_t)((i0 + k * 8) * 2);
@@ -419,28 +431,12 @@ static void blocks_to_f32(float *dst, const xi_weight *w, int64_t b, int NB) {
                 vst1q_f32(dst + i0 + k * 8 + 8, l);
                 vst1q_f32(dst + i0 + k * 8 + 12, h);
             }
-            if (K2 < K) {
-                bload(XI_BF16, src + (size_t)((i0 + K2 * 8) * 2), &l, &h);
-                vst1q_f32(dst + i0 + K2 * 8, l);
-                vst1q_f32(dst + i0 + K2 * 8 + 4, h);
-            }
+            if (K2 < K) plain_to_f32(dst + i0 + K2 * 8, src + (size_t)((i0 + K2 * 8) * 2), 8, XI_BF16);
         }
         return;
     }
-    case XI_F16:
-        for (int64_t i = 0; i < n; i += 8) {
-            bload(XI_F16, src + (size_t)i * 2, &l, &h);
-            vst1q_f32(dst + i, l);
-            vst1q_f32(dst + i + 4, h);
-        }
-        return;
-    default: /* XI_Q8 */
-        for (int64_t i = 0; i < n; i += 8) {
-            bload(XI_Q8, src + (size_t)i, &l, &h);
-            vst1q_f32(dst + i, l);
-            vst1q_f32(dst + i + 4, h);
-        }
-        return;
+    case XI_F16: plain_to_f32(dst, src, n, XI_F16); return;
+    default: plain_to_f32(dst, src, n, XI_Q8); return;
     }
 }
 

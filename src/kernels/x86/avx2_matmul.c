@@ -99,11 +99,6 @@ static void q4_group_sums(float *out, const float *x, int64_t K, int64_t gs) {
         const __m256 x0 = _mm256_loadu_ps(io->x + k);                                       \
         FOR_ROW0(ACC_FMA)                                                                   \
     }
-#define Q4P_ROW(r)                                                                          \
-    if (r < R) {                                                                            \
-        const __m256 x##r = _mm256_loadu_ps(io->x + r * io->ldx + k);                       \
-        ACC_FMA(r, 0) ACC_FMA(r, 1) ACC_FMA(r, 2) ACC_FMA(r, 3)                             \
-    }
 #define W_PANEL(c) \
     const __m256 w##c = c < C ? _mm256_loadu_ps((const float *)(w->base + c * w->stride) + k) : zero;
 
@@ -146,7 +141,7 @@ XI_INLINE void tile_q4(xi_dtype t, int R, int C, const tile_io *io, const wsrc *
             /* columns first, then one x vector per row: 12 accumulators + 3 + 1 registers */
             for (const int64_t ke = k + w->gs; k < ke; k += 8) {
                 FOR_COLS4(W_PANEL)
-                FOR_ROWS(Q4P_ROW)
+                FOR_ROWS(ROW_FMA)
             }
         } else if (w->q4b == 16) {
             for (const int64_t ke = k + w->gs; k < ke; k += 16) {
