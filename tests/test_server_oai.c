@@ -342,6 +342,40 @@ TEST(test_serve_oai_every_field_with_every_json_type_never_crashes) {
     CHECK(accepted > 100 && rejected > 100); /* both paths were exercised */
 }
 
+TEST(test_serve_oai_error_quoting_invalid_utf8_still_has_a_json_body) {
+    /* A malformed body whose bytes are not UTF-8: the parser's message quotes them, and the
+     * 400 must still be buildable (it used to come back NULL, answered as a 500). */
+    const char body[] = "{\"stop\": [\"\\\xc8\x91\xdd\xd3 \"]}";
+    xi_oai_request r;
+    xi_oai_error e = {0};
+    CHECK(xi_oai_parse(&r, 1, body, sizeof body - 1, &e) == -1);
+    CHECK_EQ(e.status, 400);
+    xi_oai_request_free(&r);
+    /* and a message cut inside a character by its buffer, or a param with stray bytes */
+    xi_oai_error f;
+    xi_oai_fail(&f, 400, "x\xff", "unknown field '%s'", "\xe4\xbd");
+    const xi_oai_error *errs[] = {&e, &f};
+    for (int i = 0; i < 2; i++) {
+        char *s = xi_oai_error_json(errs[i]);
+        CHECKF(s, "error %d: no JSON", i);
+        json_t *o = json_loads(s ? s : "", 0, NULL);
+        json_t *err = json_object_get(o, "error");
+        CHECK(json_string_value(json_object_get(err, "message")) != NULL);
+        CHECK_STR(json_string_value(json_object_get(err, "type")), "invalid_request_error");
+        json_decref(o);
+        free(s);
+    }
+    char *s = xi_oai_error_json(&f);
+    json_t *o = json_loads(s, 0, NULL);
+    json_t *err = json_object_get(o, "error");
+    /* each byte of the cut character becomes one U+FFFD */
+    CHECK_STR(json_string_value(json_object_get(err, "message")),
+              "unknown field '\xEF\xBF\xBD\xEF\xBF\xBD'");
+    CHECK_STR(json_string_value(json_object_get(err, "param")), "x\xEF\xBF\xBD");
+    json_decref(o);
+    free(s);
+}
+
 TEST(test_serve_invalid_utf8_in_output_becomes_replacement_chars) {
     /* a lone continuation byte, a truncated 3-byte sequence, a surrogate, then valid text */
     const char in[] = "a\x80" "b\xe2\x82" "c\xed\xa0\x80" "\xc3\xa9";

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 
 #define MAX_STOP 64          /* OpenAI allows 4; vLLM any number; keep the matcher bounded */
@@ -26,6 +27,27 @@ int xi_oai_fail(xi_oai_error *e, int status, const char *param, const char *fmt,
     return -1;
 }
 
+char *xi_srv_utf8_clean(const char *s, size_t n, size_t *out_len) {
+    char *o = malloc(3 * n + 1), *w = o;
+    if (!o) return NULL;
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k > 0) {
+            memcpy(w, s + i, (size_t)k);
+            w += k;
+            i += (size_t)k;
+        } else {
+            memcpy(w, "\xEF\xBF\xBD", 3);
+            w += 3;
+            i++;
+        }
+    }
+    *w = 0;
+    if (out_len) *out_len = (size_t)(w - o);
+    return o;
+}
+
 char *xi_oai_error_json(const xi_oai_error *e) {
     const char *type = "invalid_request_error", *code = NULL;
     switch (e->status) {
@@ -36,11 +58,17 @@ char *xi_oai_error_json(const xi_oai_error *e) {
     case 500: type = "server_error"; code = "internal_error"; break;
     default: break;
     }
-    json_t *o = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", e->message, "type", type,
-                          "param", e->param[0] ? json_string(e->param) : json_null(), "code",
-                          code ? json_string(code) : json_null());
+    char *msg = xi_srv_utf8_clean(e->message, strlen(e->message), NULL);
+    char *param = e->param[0] ? xi_srv_utf8_clean(e->param, strlen(e->param), NULL) : NULL;
+    json_t *o = msg && (param || !e->param[0])
+                    ? json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", msg, "type", type,
+                                "param", param ? json_string(param) : json_null(), "code",
+                                code ? json_string(code) : json_null())
+                    : NULL;
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
+    free(msg);
+    free(param);
     return s;
 }
 

@@ -20,8 +20,15 @@ typedef struct xi_oai_error {
 /* Fill e and return -1, so that `return xi_oai_fail(...)` is the idiom. param may be NULL. */
 int xi_oai_fail(xi_oai_error *e, int status, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* The JSON body {"error": {"message", "type", "param", "code"}}, malloc'ed. */
+/* The JSON body {"error": {"message", "type", "param", "code"}}, malloc'ed. Bytes of the
+ * request quoted in the message that are not valid UTF-8 become U+FFFD, so a 4xx answer
+ * never turns into a failure to build it. */
 char *xi_oai_error_json(const xi_oai_error *e);
+
+/* s[n] with every invalid UTF-8 sequence replaced by U+FFFD (as Python's errors="replace"
+ * decodes): a token can be part of a character, a client can send any bytes, and JSON
+ * strings must be valid UTF-8. A heap string, NULL when out of memory. */
+char *xi_srv_utf8_clean(const char *s, size_t n, size_t *out_len);
 
 /* One prompt of a request: text (tokenized by the server) or token ids. */
 typedef struct xi_oai_prompt {

@@ -15,7 +15,6 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-#include <utf8proc.h>
 
 
 /* ---- helpers shared with completion.c ----------------------------------------------------- */
@@ -60,27 +59,6 @@ int xi_srv_append(char **data, size_t *len, size_t *cap, const void *src, size_t
     *len += n;
     (*data)[*len] = 0;
     return 0;
-}
-
-char *xi_srv_utf8_clean(const char *s, size_t n, size_t *out_len) {
-    char *o = malloc(3 * n + 1), *w = o;
-    if (!o) return NULL;
-    for (size_t i = 0; i < n;) {
-        utf8proc_int32_t cp;
-        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
-        if (k > 0) {
-            memcpy(w, s + i, (size_t)k);
-            w += k;
-            i += (size_t)k;
-        } else {
-            memcpy(w, "\xEF\xBF\xBD", 3);
-            w += 3;
-            i++;
-        }
-    }
-    *w = 0;
-    if (out_len) *out_len = (size_t)(w - o);
-    return o;
 }
 
 json_t *xi_srv_json_text(const char *s, size_t n) {

@@ -37,11 +37,8 @@ enum MHD_Result xi_srv_respond_error(struct MHD_Connection *c, const xi_oai_erro
 /* Append n bytes to a growable heap string: *data holds [*len] bytes + NUL in [*cap].
  * Returns -1 when out of memory (the string is unchanged). */
 int xi_srv_append(char **data, size_t *len, size_t *cap, const void *src, size_t n);
-/* s[n] with every invalid UTF-8 sequence replaced by U+FFFD (as Python's errors="replace"
- * decodes): a token can be part of a character, and JSON strings must be valid UTF-8.
- * xi_srv_utf8_clean returns a heap string; xi_srv_json_text a JSON string (never NULL
- * unless out of memory). */
-char *xi_srv_utf8_clean(const char *s, size_t n, size_t *out_len);
+/* s[n] as a JSON string with every invalid UTF-8 sequence replaced by U+FFFD
+ * (xi_srv_utf8_clean, oai.h); never NULL unless out of memory. */
 json_t *xi_srv_json_text(const char *s, size_t n);
 /* "prefix-<24 hex>" request id into out[40]. */
 void xi_srv_new_id(xi_server *s, const char *prefix, char out[40]);
