@@ -6,29 +6,70 @@
 
 typedef struct {
     const xi_ops *ops;
-    float *y;
     const float *x;
     int64_t rows;
-    const xi_weight *w;
-    const float *bias;
+    const xi_linear *l;
+    int n;
+    int epilogue;
+    float *residual;
 } matmul_job;
 
-/* Columns are split in multiples of 16 so every thread's tile edges stay aligned; the split
- * never touches the reduction over n_in, so any thread count gives the same bits. */
+enum { EPI_NONE, EPI_SILU, EPI_ADD };
+
+/* Each linear's columns are split in multiples of 16 so every thread's tile edges stay
+ * aligned; the split never touches the reduction over n_in, so any thread count gives the
+ * same bits. The epilogue runs on the columns this thread just wrote, so it needs no second
+ * pass over the pool; it is elementwise, and each element is computed by the same code
+ * wherever the split puts it. */
 static void matmul_task(void *ctx, int ith, int nth) {
     const matmul_job *j = ctx;
     long b, e;
-    xi_split_range((long)j->w->n_out, ith, nth, 16, &b, &e);
-    if (b >= e) return;
-    j->ops->matmul(j->y, j->w->n_out, j->x, j->w->n_in, j->rows, j->w, b, e);
-    if (j->bias)
-        for (int64_t r = 0; r < j->rows; r++)
-            for (long n = b; n < e; n++) j->y[r * j->w->n_out + n] += j->bias[n];
+    for (int i = 0; i < j->n; i++) {
+        const xi_linear *l = &j->l[i];
+        const int64_t n_out = l->w->n_out;
+        xi_split_range((long)n_out, ith, nth, 16, &b, &e);
+        if (b >= e) continue;
+        j->ops->matmul(l->y, n_out, j->x, l->w->n_in, j->rows, l->w, b, e);
+        if (l->bias)
+            for (int64_t r = 0; r < j->rows; r++)
+                for (long c = b; c < e; c++) l->y[r * n_out + c] += l->bias[c];
+    }
+    if (j->epilogue == EPI_NONE) return;
+    const int64_t n_out = j->l[0].w->n_out;
+    xi_split_range((long)n_out, ith, nth, 16, &b, &e);
+    for (int64_t r = 0; r < j->rows; r++) {
+        float *y = j->l[0].y + r * n_out + b;
+        if (j->epilogue == EPI_SILU)
+            j->ops->silu_mul(y, y, j->l[1].y + r * n_out + b, e - b);
+        else
+            for (long c = 0; c < e - b; c++) j->residual[r * n_out + b + c] += y[c];
+    }
 }
 
 void xi_matmul(xi_pool *pool, const xi_ops *ops, float *y, const float *x, int64_t rows,
                const xi_weight *w, const float *bias) {
-    matmul_job j = {ops, y, x, rows, w, bias};
+    const xi_linear l = {y, w, bias};
+    matmul_job j = {ops, x, rows, &l, 1, EPI_NONE, NULL};
+    xi_pool_run(pool, matmul_task, &j);
+}
+
+void xi_matmul_n(xi_pool *pool, const xi_ops *ops, const float *x, int64_t rows,
+                 const xi_linear *l, int n) {
+    matmul_job j = {ops, x, rows, l, n, EPI_NONE, NULL};
+    xi_pool_run(pool, matmul_task, &j);
+}
+
+void xi_matmul_silu(xi_pool *pool, const xi_ops *ops, float *gate, float *up, const float *x,
+                    int64_t rows, const xi_weight *wgate, const xi_weight *wup) {
+    const xi_linear l[2] = {{gate, wgate, NULL}, {up, wup, NULL}};
+    matmul_job j = {ops, x, rows, l, 2, EPI_SILU, NULL};
+    xi_pool_run(pool, matmul_task, &j);
+}
+
+void xi_matmul_add(xi_pool *pool, const xi_ops *ops, float *residual, float *y, const float *x,
+                   int64_t rows, const xi_weight *w) {
+    const xi_linear l = {y, w, NULL};
+    matmul_job j = {ops, x, rows, &l, 1, EPI_ADD, residual};
     xi_pool_run(pool, matmul_task, &j);
 }
 

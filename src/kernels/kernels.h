@@ -160,6 +160,25 @@ int xi_weight_block_for(const xi_ops *ops, const xi_weight *w);
 void xi_matmul(xi_pool *pool, const xi_ops *ops, float *y, const float *x, int64_t rows,
                const xi_weight *w, const float *bias);
 
+/* One linear layer of a group that shares its input: y = x W^T (+ bias, may be NULL). */
+typedef struct xi_linear {
+    float *y;
+    const xi_weight *w;
+    const float *bias;
+} xi_linear;
+
+/* Several linears of the same input (q, k, v) in one pool job: one hand-off and one wait
+ * instead of n. Each weight is split along its own columns, so the bits are xi_matmul's. */
+void xi_matmul_n(xi_pool *pool, const xi_ops *ops, const float *x, int64_t rows,
+                 const xi_linear *l, int n);
+/* gate = silu(x Wgate^T) * (x Wup^T), with up = x Wup^T as scratch, in one pool job: each
+ * thread applies silu_mul to the columns it computed. wgate and wup have the same n_out. */
+void xi_matmul_silu(xi_pool *pool, const xi_ops *ops, float *gate, float *up, const float *x,
+                    int64_t rows, const xi_weight *wgate, const xi_weight *wup);
+/* y = x W^T, then residual += y, in one pool job (each thread adds the columns it wrote). */
+void xi_matmul_add(xi_pool *pool, const xi_ops *ops, float *residual, float *y, const float *x,
+                   int64_t rows, const xi_weight *w);
+
 /* Row `row` of a weight (an embedding table) as f32. */
 void xi_weight_row(const xi_weight *w, int64_t row, float *out);
 

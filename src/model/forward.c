@@ -72,10 +72,18 @@ static void norm_task(void *ctx, int ith, int nth) {
                         m->cfg.rms_norm_eps);
 }
 
+/* A stage split by rows: with one row (a decode step of one sequence) only the calling
+ * thread would have work, so it runs there without waking the pool. The split never changes
+ * a row's result, so this gives the same bits. */
+static void run_rows(xi_model *m, xi_pool_fn fn, stage *s, int rows) {
+    if (rows < 2) fn(s, 0, 1);
+    else xi_pool_run(m->pool, fn, s);
+}
+
 static void run_norm(xi_model *m, float *dst, const float *src, const float *w, int rows) {
     stage s = {.m = m, .n_rows = rows, .norm_w = w, .src = (float *)src, .dst = dst,
                .width = m->cfg.hidden_size};
-    xi_pool_run(m->pool, norm_task, &s);
+    run_rows(m, norm_task, &s, rows);
 }
 
 /* RoPE on q and k, then store k and v in the cache. */
@@ -147,15 +155,6 @@ static void attn_task(void *ctx, int ith, int nth) {
     }
 }
 
-static void silu_task(void *ctx, int ith, int nth) {
-    stage *s = ctx;
-    const xi_model *m = s->m;
-    const int64_t ff = m->cfg.intermediate_size;
-    long b, e;
-    xi_split_range(s->n_rows, ith, nth, 1, &b, &e);
-    for (long i = b; i < e; i++) m->ops->silu_mul(m->gate + i * ff, m->gate + i * ff, m->up + i * ff, ff);
-}
-
 static int check_batch(const xi_model *m, const xi_kv_store *kv, const xi_batch *b, char *err,
                        size_t errlen) {
     const int bs = xi_kv_store_block_size(kv);
@@ -221,19 +220,15 @@ int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *log
         const xi_layer *L = &m->layers[l];
         s.view = xi_kv_store_view(kv, l);
         run_norm(m, m->xn, m->x, L->attn_norm, T);
-        xi_matmul(m->pool, m->ops, m->q, m->xn, T, &L->wq, L->bq);
-        xi_matmul(m->pool, m->ops, m->k, m->xn, T, &L->wk, L->bk);
-        xi_matmul(m->pool, m->ops, m->v, m->xn, T, &L->wv, L->bv);
-        xi_pool_run(m->pool, qkv_post_task, &s);
+        const xi_linear qkv[3] = {{m->q, &L->wq, L->bq}, {m->k, &L->wk, L->bk},
+                                  {m->v, &L->wv, L->bv}};
+        xi_matmul_n(m->pool, m->ops, m->xn, T, qkv, 3);
+        run_rows(m, qkv_post_task, &s, T);
         xi_pool_run(m->pool, attn_task, &s);
-        xi_matmul(m->pool, m->ops, m->xn, m->att, T, &L->wo, NULL);
-        for (int64_t i = 0; i < (int64_t)T * h; i++) m->x[i] += m->xn[i];
+        xi_matmul_add(m->pool, m->ops, m->x, m->xn, m->att, T, &L->wo);
         run_norm(m, m->xn, m->x, L->ffn_norm, T);
-        xi_matmul(m->pool, m->ops, m->gate, m->xn, T, &L->wgate, NULL);
-        xi_matmul(m->pool, m->ops, m->up, m->xn, T, &L->wup, NULL);
-        xi_pool_run(m->pool, silu_task, &s);
-        xi_matmul(m->pool, m->ops, m->xn, m->gate, T, &L->wdown, NULL);
-        for (int64_t i = 0; i < (int64_t)T * h; i++) m->x[i] += m->xn[i];
+        xi_matmul_silu(m->pool, m->ops, m->gate, m->up, m->xn, T, &L->wgate, &L->wup);
+        xi_matmul_add(m->pool, m->ops, m->x, m->xn, m->gate, T, &L->wdown);
     }
     if (b->n_logits > 0) {
         for (int i = 0; i < b->n_logits; i++)
