@@ -125,6 +125,11 @@ TEST(test_serve_http_model_roundtrip_and_hangup_leave_engine_idle) {
     CHECKF(ends_with_status(o, "200"), "%s", o);
     o = http(port, "-d '{\"model\":\"tiny\",\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"temperature\":0}'", "/v1/completions");
     CHECKF(ends_with_status(o, "200") && strstr(o, "\"completion_tokens\":8"), "%s", o);
+    /* stories260K has no chat template: a 400 that says so once and names the flag */
+    o = http(port, "-d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'", "/v1/chat/completions");
+    CHECKF(ends_with_status(o, "400") && strstr(o, "\"message\":\"chat template: the model") &&
+               strstr(o, "--chat-template") && !strstr(o, "chat template: chat template"),
+           "%s", o);
     o = http(port, "-N -d '{\"prompt\":\"Once\",\"max_tokens\":4,\"stream\":true}'", "/v1/completions");
     CHECKF(ends_with_status(o, "200") && strstr(o, "data: [DONE]\n\n"), "%s", o);
     /* hang up after the first chunks of a long stream (head exits, curl dies on its next

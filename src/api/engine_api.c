@@ -225,7 +225,7 @@ xi_engine *xi_engine_open(const xi_engine_params *params, char *err, size_t errl
     /* A template that fails to parse only disables chat: completions still work. */
     const char *tmpl = params->chat_template ? params->chat_template : xi_tokenizer_chat_template(e->tok);
     if (!tmpl)
-        snprintf(e->chat_err, sizeof e->chat_err, "chat template: the model's tokenizer_config.json has none");
+        snprintf(e->chat_err, sizeof e->chat_err, "chat template: the model's tokenizer_config.json has none; pass one with --chat-template");
     else if (!(e->chat = xi_chat_template_parse(tmpl, e->chat_err, sizeof e->chat_err)))
         XI_WARN("%s", e->chat_err);
     const xi_config *cfg = xi_model_config(e->model);

@@ -635,7 +635,7 @@ static int prepare_prompts(xi_job *j, xi_oai_error *e) {
         rendered = xi_engine_apply_chat_template(j->eng, r->messages_json, r->tools_json,
                                                  r->add_generation_prompt,
                                                  r->continue_final_message, err, sizeof err);
-        if (!rendered) return xi_oai_fail(e, 400, "messages", "chat template: %s", err);
+        if (!rendered) return xi_oai_fail(e, 400, "messages", "%s", err);
     }
     int n_prompts = r->chat ? 1 : r->n_prompts;
     j->subs = calloc((size_t)n_prompts, sizeof *j->subs);
