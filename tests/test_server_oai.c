@@ -93,6 +93,10 @@ TEST(test_serve_oai_completion_prompt_forms) {
     CHECK_EQ(r.n_prompts, 1);
     CHECK_STR(r.prompts[0].text, "once");
     CHECK_EQ(r.add_special_tokens, 1);
+    CHECK_EQ(r.params.max_tokens, 16); /* OpenAI's and vLLM's completions default */
+    xi_oai_request_free(&r);
+    CHECK(parse(&r, 0, "{\"prompt\":\"once\",\"max_tokens\":null}", &e) == 0);
+    CHECK_EQ(r.params.max_tokens, -1); /* null: up to the context limit */
     xi_oai_request_free(&r);
     CHECK(parse(&r, 0, "{\"prompt\":[\"a\",\"b\",\"c\"]}", &e) == 0);
     CHECK_EQ(r.n_prompts, 3);
@@ -158,6 +162,7 @@ TEST(test_serve_oai_bad_values_name_the_parameter) {
     CHECK(rejects(0, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs"));
     CHECK(rejects(0, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens"));
     CHECK(rejects(0, "{\"prompt\":\"x\",\"echo\":1}", "echo"));
+    CHECK(rejects(0, "{\"prompt\":\"x\",\"suffix\":\"y\"}", "suffix"));
 }
 
 TEST(test_serve_oai_malformed_bodies_are_400_without_param) {

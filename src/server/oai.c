@@ -15,6 +15,7 @@
 #define MAX_STOP 64          /* OpenAI allows 4; vLLM any number; keep the matcher bounded */
 #define MAX_N 128
 #define MAX_LOGPROBS 20      /* vLLM's default max_logprobs */
+#define DEFAULT_COMPLETION_TOKENS 16 /* /v1/completions without max_tokens */
 #define MAX_PROMPTS 1024
 
 int xi_oai_fail(xi_oai_error *e, int status, const char *param, const char *fmt, ...) {
@@ -397,6 +398,9 @@ static int parse_sampling(xi_oai_request *r, json_t *body, xi_oai_error *e) {
         if ((rc = get_int(body, key, min_mt, INT32_MAX, &v, e)) < 0) return -1;
         if (rc) mt = v;
     }
+    /* as in OpenAI's and vLLM's completions API, an absent max_tokens means 16; an explicit
+     * null (and an absent one in chat) means up to the context limit */
+    if (!r->chat && !json_object_get(body, "max_tokens")) mt = DEFAULT_COMPLETION_TOKENS;
     r->max_tokens = (int)mt;
     p->max_tokens = r->max_tokens;
     if ((rc = get_int(body, "min_tokens", 0, INT32_MAX, &v, e)) < 0) return -1;
@@ -474,6 +478,10 @@ int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_o
         }
     }
     if (!chat && get_bool(root, "echo", &r->echo, e) < 0) goto out;
+    if (!chat && field(root, "suffix")) { /* vLLM's answer too: no model here fills in the middle */
+        xi_oai_fail(e, 400, "suffix", "suffix is not currently supported");
+        goto out;
+    }
     if (parse_sampling(r, root, e) || parse_logprobs(r, root, e)) goto out;
     if (get_bool(root, "add_special_tokens", &b, e) < 0) goto out;
     if (field(root, "add_special_tokens")) r->add_special_tokens = b;
