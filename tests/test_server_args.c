@@ -144,16 +144,33 @@ TEST(test_serve_args_vllm_only_flags_accepted_with_notice) {
                  "--enable-auto-tool-choice", "--tool-call-parser=hermes", "--kv-cache-dtype",
                  "fp8", "--trust-remote-code", "--disable-log-requests", "--disable-log-stats") == 0,
            "%s", err);
-    CHECK_EQ(a.n_notices, 5);
+    CHECK_EQ(a.n_notices, 3);
     CHECK(has_notice(&a, "--enforce-eager"));
     CHECK(has_notice(&a, "--swap-space 4"));
-    CHECK(has_notice(&a, "--tool-call-parser hermes"));
+    CHECK(!has_notice(&a, "--tool-call-parser")); /* a real flag now */
     CHECK(has_notice(&a, "fp8"));
     CHECK_STR(a.engine.kv_cache_dtype, "auto");
     CHECK_EQ(a.disable_log_stats, 1);
     /* refused: ignoring them would change what clients get */
     CHECK(PARSE(&a, all_dirs, "/m", "--ssl-keyfile", "k.pem") == -1);
     CHECKF(strstr(err, "--ssl-keyfile"), "%s", err);
+}
+
+TEST(test_serve_args_tool_call_flags_as_vllm_checks_them) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECKF(PARSE(&a, all_dirs, "/m", "--enable-auto-tool-choice", "--tool-call-parser", "hermes") == 0,
+           "%s", err);
+    CHECK_EQ(a.enable_auto_tool_choice, 1);
+    CHECK_STR(a.tool_call_parser, "hermes");
+    CHECK(PARSE(&a, all_dirs, "/m") == 0);
+    CHECK_EQ(a.enable_auto_tool_choice, 0);
+    CHECK(a.tool_call_parser == NULL);
+    CHECK(PARSE(&a, all_dirs, "/m", "--enable-auto-tool-choice") == -1);
+    CHECKF(strstr(err, "--tool-call-parser") && strstr(err, "hermes"), "%s", err);
+    CHECK(PARSE(&a, all_dirs, "/m", "--enable-auto-tool-choice", "--tool-call-parser=mistral") == -1);
+    CHECKF(strstr(err, "mistral") && strstr(err, "supported: hermes"), "%s", err);
 }
 
 TEST(test_serve_args_help_lists_every_flag) {

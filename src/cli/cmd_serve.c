@@ -145,6 +145,7 @@ int cmd_serve(int argc, char **argv) {
         .n_api_keys = a.n_api_keys,
         .max_body_bytes = a.max_body_bytes,
         .log_requests = a.enable_log_requests,
+        .tool_parser = a.enable_auto_tool_choice ? a.tool_call_parser : NULL,
     };
     xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
     if (!srv) {

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "server/server_internal.h"
+#include "server/tool_parse.h"
 
 typedef struct lp_copy {
     int32_t token;
@@ -59,6 +60,7 @@ typedef struct job_choice {
     size_t text_offset;              /* completions logprobs: bytes of text so far */
     int32_t prev_token;              /* the token before the next logprobs entry */
     int started;                     /* echo and first chunk written */
+    size_t sent;                     /* streaming with tool parsing: bytes of text sent as content */
     xi_finish_reason finish;
     char *stop_reason;
     int32_t stop_token;
@@ -88,6 +90,7 @@ struct xi_job {
     size_t out_len, out_cap, out_off;
     int ended;                       /* the last SSE bytes are in out */
     double peer_checked;             /* monotonic time the client socket was last checked */
+    int tools;                       /* parse tool calls out of each choice's text */
 };
 
 static double mono_now(void) {
@@ -419,6 +422,26 @@ static void text_append(job_choice *c, const char *t, size_t n) {
     xi_srv_append(&c->text, &c->text_len, &c->text_cap, t, n);
 }
 
+/* Tool calls get ids (and, streaming, their index) as OpenAI's do. */
+static void add_call_ids(xi_job *j, json_t *calls) {
+    size_t i;
+    json_t *call;
+    json_array_foreach(calls, i, call) {
+        char id[40];
+        xi_srv_new_id(j->s, "chatcmpl-tool", id);
+        json_object_set_new(call, "id", json_string(id));
+        if (j->req.stream) json_object_set_new(call, "index", json_integer((json_int_t)i));
+    }
+}
+
+/* The tool calls in a finished choice's text, or NULL; *content_len is then the bytes of
+ * text before them. */
+static json_t *choice_tool_calls(xi_job *j, const job_choice *c, size_t *content_len) {
+    json_t *calls = xi_tool_calls_parse(c->text ? c->text : "", c->text_len, content_len);
+    add_call_ids(j, calls);
+    return calls;
+}
+
 /* Apply one event to its choice; when streaming, write its chunk. */
 static void consume(xi_job *j, job_event *ev) {
     job_choice *c = &j->choices[ev->choice];
@@ -481,16 +504,30 @@ static void consume(xi_job *j, job_event *ev) {
         json_decref(lp);
         return;
     }
-    int has_text = ev->text_len > 0 || prefix;
+    /* with tool parsing, content stops where a <tool_call> may begin; the calls go out with
+     * the last chunk, once the whole text is known */
+    const char *dtext = ev->text;
+    size_t dlen = ev->text_len;
+    json_t *calls = NULL;
+    if (j->tools) {
+        text_append(c, ev->text ? ev->text : "", ev->text_len);
+        dtext = c->text ? c->text + c->sent : "";
+        calls = xi_tool_stream_step(c->text ? c->text : "", c->text_len, &c->sent,
+                                    ev->finish != XI_FINISH_NONE, &dlen);
+        add_call_ids(j, calls);
+    }
+    int has_text = dlen > 0 || prefix;
     if (!has_text && ev->finish == XI_FINISH_NONE && !ev->n_ids) {
         json_decref(lp);
         return;
     }
     json_t *ch;
-    json_t *finish = ev->finish != XI_FINISH_NONE ? json_string(finish_name(ev->finish)) : json_null();
+    json_t *finish = calls ? json_string("tool_calls")
+                     : ev->finish != XI_FINISH_NONE ? json_string(finish_name(ev->finish)) : json_null();
     if (j->req.chat) {
         json_t *delta = json_object();
-        if (has_text) json_object_set_new(delta, "content", xi_srv_json_text(ev->text, ev->text_len));
+        if (has_text) json_object_set_new(delta, "content", xi_srv_json_text(dtext, dlen));
+        if (calls) json_object_set_new(delta, "tool_calls", calls);
         json_t *l = want_lp && ev->lps ? json_pack("{s:o}", "content", chat_lp_entries(j, &c->prev_token, ev->lps, ev->n_ids)) : json_null();
         ch = json_pack("{s:i, s:o, s:o, s:o}", "index", ev->choice, "delta", delta, "logprobs", l,
                        "finish_reason", finish);
@@ -601,13 +638,18 @@ static enum MHD_Result answer_body(xi_job *j) {
     for (int i = 0; i < j->n_choices; i++) {
         job_choice *c = &j->choices[i];
         if (c->finish == XI_FINISH_ERROR || c->finish == XI_FINISH_NONE) worst = 1;
-        json_t *text = xi_srv_json_text(c->text, c->text_len);
+        size_t content_len = c->text_len;
+        json_t *calls = j->tools && c->finish != XI_FINISH_ERROR ? choice_tool_calls(j, c, &content_len) : NULL;
+        /* a message that is only tool calls has null content, as in OpenAI's answers */
+        json_t *text = calls && !content_len ? json_null() : xi_srv_json_text(c->text, content_len);
         json_t *lp = c->lp ? json_incref(c->lp) : json_null();
+        const char *finish = calls ? "tool_calls" : finish_name(c->finish);
         json_t *ch = j->req.chat
             ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant",
-                        "content", text, "logprobs", lp, "finish_reason", finish_name(c->finish))
+                        "content", text, "logprobs", lp, "finish_reason", finish)
             : json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", text, "logprobs", lp,
-                        "finish_reason", finish_name(c->finish));
+                        "finish_reason", finish);
+        if (calls) json_object_set_new(json_object_get(ch, "message"), "tool_calls", calls);
         json_object_set_new(ch, "stop_reason", stop_reason_json(c));
         json_array_append_new(choices, ch);
     }
@@ -767,6 +809,12 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
         xi_oai_fail(&e, 404, "model", "The model `%s` does not exist.", j->req.model);
         goto fail;
     }
+    if (j->req.tool_choice == XI_TOOL_CHOICE_AUTO && !s->cfg.tool_parser) {
+        xi_oai_fail(&e, 400, "tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and "
+                    "--tool-call-parser to be set");
+        goto fail;
+    }
+    j->tools = chat && s->cfg.tool_parser && j->req.tools_json && j->req.tool_choice != XI_TOOL_CHOICE_NONE;
     if (prepare_prompts(j, &e) || submit_all(j, &e)) {
         xi_job_abort(j);
         goto fail;

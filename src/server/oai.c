@@ -197,7 +197,8 @@ static int parse_prompts(xi_oai_request *r, json_t *body, xi_oai_error *e) {
 }
 
 /* Messages as the template expects them: content a string (text parts joined by "\n", as
- * vLLM joins them) or null; roles checked; other keys (tool_calls, name, ...) kept. */
+ * vLLM joins them) or null; roles checked; tool calls' arguments as objects; other keys
+ * (name, tool_call_id, ...) kept. */
 static int parse_messages(xi_oai_request *r, json_t *body, const char *key, char **out,
                           xi_oai_error *e) {
     json_t *m = field(body, key);
@@ -224,6 +225,17 @@ static int parse_messages(xi_oai_request *r, json_t *body, const char *key, char
             return xi_oai_fail(e, 400, key, "%s.role must be one of system, developer, user, assistant, tool", param);
         }
         json_t *copy = json_deep_copy(msg);
+        /* a tool call comes back with its arguments as a JSON string; templates (Qwen's
+         * `tojson`) expect the object, so it is parsed back, as vLLM does */
+        size_t t;
+        json_t *tc;
+        json_array_foreach(json_object_get(copy, "tool_calls"), t, tc) {
+            json_t *fn = json_object_get(tc, "function");
+            json_t *args = json_object_get(fn, "arguments");
+            json_t *obj = json_is_string(args) ? json_loads(json_string_value(args), 0, NULL) : NULL;
+            if (json_is_object(obj)) json_object_set(fn, "arguments", obj);
+            json_decref(obj);
+        }
         json_t *content = json_object_get(msg, "content");
         if (json_is_array(content)) {
             size_t total = 1, j;
@@ -278,6 +290,28 @@ static int parse_tools(json_t *body, char **out, xi_oai_error *e) {
     if (!json_array_size(t)) return 0;
     *out = json_dumps(t, JSON_COMPACT);
     return *out ? 0 : xi_oai_fail(e, 500, NULL, "out of memory");
+}
+
+/* tool_choice as vLLM checks it: any choice but "none" needs tools; "required" and a named
+ * function constrain decoding to the tools' schemas, which needs structured outputs. */
+static int parse_tool_choice(xi_oai_request *r, json_t *body, xi_oai_error *e) {
+    json_t *c = field(body, "tool_choice");
+    if (!c) return 0;
+    const char *v = json_string_value(c);
+    if (v && !strcmp(v, "none")) {
+        r->tool_choice = XI_TOOL_CHOICE_NONE;
+        return 0;
+    }
+    if (!r->tools_json) return xi_oai_fail(e, 400, "tool_choice", "When using `tool_choice`, `tools` must be set.");
+    if (v && !strcmp(v, "auto")) {
+        r->tool_choice = XI_TOOL_CHOICE_AUTO;
+        return 0;
+    }
+    if ((v && !strcmp(v, "required")) || json_is_object(c))
+        return xi_oai_fail(e, 400, "tool_choice",
+                           "tool_choice \"required\" and named functions need structured outputs, "
+                           "which xinfer does not have yet; use \"auto\" with --enable-auto-tool-choice");
+    return xi_oai_fail(e, 400, "tool_choice", "`tool_choice` must be \"none\", \"auto\", \"required\" or a named function");
 }
 
 /* ---- sampling parameters ----------------------------------------------------------------- */
@@ -487,7 +521,9 @@ int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_o
     if (field(root, "add_special_tokens")) r->add_special_tokens = b;
     r->params.add_special_tokens = r->add_special_tokens;
     if (chat) {
-        if (parse_messages(r, root, "messages", &r->messages_json, e) || parse_tools(root, &r->tools_json, e)) goto out;
+        if (parse_messages(r, root, "messages", &r->messages_json, e) || parse_tools(root, &r->tools_json, e) ||
+            parse_tool_choice(r, root, e))
+            goto out;
         if (get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e) < 0) goto out;
         if (get_bool(root, "continue_final_message", &r->continue_final_message, e) < 0) goto out;
         if (r->continue_final_message && r->add_generation_prompt && field(root, "add_generation_prompt")) {

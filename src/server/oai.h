@@ -37,6 +37,9 @@ typedef struct xi_oai_prompt {
     int n_ids;
 } xi_oai_prompt;
 
+/* "required" and named functions need structured outputs and are refused. */
+enum { XI_TOOL_CHOICE_UNSET, XI_TOOL_CHOICE_NONE, XI_TOOL_CHOICE_AUTO };
+
 typedef struct xi_oai_request {
     int chat;                       /* 1: /v1/chat/completions, 0: /v1/completions */
     char *model;                    /* requested model name (owned) or NULL */
@@ -49,6 +52,7 @@ typedef struct xi_oai_request {
     /* chat */
     char *messages_json;            /* normalized messages array (owned) */
     char *tools_json;               /* tools array (owned) or NULL */
+    int tool_choice;                /* XI_TOOL_CHOICE_*: absent, "none" or "auto" */
     int add_generation_prompt, continue_final_message;
     /* completions */
     xi_oai_prompt *prompts;         /* [n_prompts] owned */

@@ -2,6 +2,7 @@
  * so that scripts move over unchanged; flags xinfer does not implement are either accepted
  * with a notice (when ignoring them cannot change what a client sees) or rejected by name. */
 #include "server/serve_args.h"
+#include "server/tool_parse.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -101,6 +102,7 @@ typedef enum {
     F_BLOCK_SIZE, F_KV_BYTES, F_GPU_UTIL, F_SEED, F_GEN_CONFIG, F_CHAT_TEMPLATE, F_TP, F_PP,
     F_THREADS, F_MAX_QUEUE, F_UDS, F_DISABLE_LOG_REQ, F_ENABLE_LOG_REQ, F_DISABLE_LOG_STATS,
     F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_MAX_BODY, F_SHUTDOWN, F_HELP,
+    F_AUTO_TOOL, F_TOOL_PARSER,
     F_IGNORED, F_REFUSED,
 } flag_id;
 
@@ -147,12 +149,12 @@ static const flag_def flags[] = {
     {"--trust-remote-code", NULL, F_TRUST_REMOTE, 0, "          accepted; no remote code is ever run"},
     {"--max-request-body-bytes", NULL, F_MAX_BODY, 1, "BYTES     larger bodies get 413 (32M)"},
     {"--shutdown-timeout", NULL, F_SHUTDOWN, 1, "SECONDS   grace period for in-flight requests on SIGTERM (10)"},
+    {"--enable-auto-tool-choice", NULL, F_AUTO_TOOL, 0, "          parse tool calls out of chat outputs (needs --tool-call-parser)"},
+    {"--tool-call-parser", NULL, F_TOOL_PARSER, 1, "NAME      the models' tool-call format: hermes (Qwen2.5, Qwen3)"},
     {"--help", "-h", F_HELP, 0, "          this text"},
     /* vLLM flags that tune things xinfer does not have: accepted, changing nothing. */
     {"--enforce-eager", NULL, F_IGNORED, 0, NULL},
     {"--swap-space", NULL, F_IGNORED, 1, NULL},
-    {"--enable-auto-tool-choice", NULL, F_IGNORED, 0, NULL},
-    {"--tool-call-parser", NULL, F_IGNORED, 1, NULL},
     {"--reasoning-parser", NULL, F_IGNORED, 1, NULL},
     {"--disable-custom-all-reduce", NULL, F_IGNORED, 0, NULL},
     {"--distributed-executor-backend", NULL, F_IGNORED, 1, NULL},
@@ -321,6 +323,13 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
     case F_MAX_BODY: return parse_i64(flag, v, 1024, INT64_MAX, &a->max_body_bytes, err, errlen);
     case F_SHUTDOWN: return parse_double(flag, v, 0, 86400, &a->shutdown_timeout, err, errlen);
     case F_HELP: a->help = 1; return 0;
+    case F_AUTO_TOOL: a->enable_auto_tool_choice = 1; return 0;
+    case F_TOOL_PARSER:
+        if (!xi_tool_parser_supported(v))
+            return fail(err, errlen, "--tool-call-parser %s: not supported (supported: %s)", v,
+                        xi_tool_parser_names());
+        a->tool_call_parser = v;
+        return 0;
     case F_IGNORED:
         notice(a, "%s%s%s is accepted for vLLM compatibility and ignored", f->name, v ? " " : "",
                v ? v : "");
@@ -369,6 +378,9 @@ int xi_serve_args_parse(xi_serve_args *a, int argc, char **argv,
             if (apply(a, f, flag, argv[++i], &model_flag, err, errlen)) return -1;
     }
     if (a->help) return 0;
+    if (a->enable_auto_tool_choice && !a->tool_call_parser)
+        return fail(err, errlen, "--enable-auto-tool-choice needs --tool-call-parser (supported: %s)",
+                    xi_tool_parser_names());
 
     /* MODEL and --model: `vllm serve NAME --model PATH` means "serve PATH as NAME". */
     const char *served = NULL;

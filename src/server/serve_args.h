@@ -25,6 +25,8 @@ typedef struct xi_serve_args {
     const char *api_keys[XI_SERVE_MAX_KEYS]; /* [n_api_keys] from flags and the environment */
     int n_api_keys;
     const char *chat_template;      /* --chat-template FILE or NULL */
+    int enable_auto_tool_choice;    /* --enable-auto-tool-choice */
+    const char *tool_call_parser;   /* --tool-call-parser NAME (a supported one) or NULL */
     int enable_log_requests;
     int disable_log_stats;
     int64_t max_body_bytes;         /* request bodies above this get 413 (32 MiB) */
