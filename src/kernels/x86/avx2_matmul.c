@@ -247,6 +247,7 @@ static void panel_column(float *dst, const xi_weight *w, int64_t n) {
 #define BACC3(b) __m256 a3##b = _mm256_setzero_ps();
 #define BW(b) const __m256 w##b = b < NB ? avx2_load8(t, blk + b * bstride, k * 8) : zero;
 #define BPF(b) if (b < NB) _mm_prefetch(blk + b * bstride + k * 8 * es + 512, _MM_HINT_T0);
+#define BPF_ON(t) ((t) == XI_F32 || (t) == XI_BF16)
 #define BX(r) const __m256 x##r = r < R ? _mm256_broadcast_ss(x + r * ldx + k) : zero;
 #define BFMA_R(r, b) if (r < R && b < NB) a##r##b = _mm256_fmadd_ps(x##r, w##b, a##r##b);
 #define BX1(r) const __m256 x##r = r < R ? _mm256_broadcast_ss(x + r * ldx + k + 1) : zero;
@@ -351,8 +352,12 @@ XI_INLINE void btile(xi_dtype t, int R, int NB, float *y, int64_t ldy, const flo
             }
         }
         for (; k < K; k++) {
-            /* a few lines ahead on each block's stream, once per 64 bytes */
-            if (R == 1 && !((k * 8 * es) & 63) && (size_t)(k * 8 * es) + 512 < bstride) {
+            /* a few lines ahead on each block's stream, once per 64 bytes, for the formats
+             * that keep up with memory; F16 and INT8 GEMVs are bound by their conversions,
+             * and the prefetches cost them issue slots (bench_kernels --gemv, 1 thread,
+             * n_in 896, 5 alternating runs: f16 10.3-10.6 GB/s with vs 11.1-11.5 without,
+             * int8 5.8-5.9 vs 6.0-6.2; bf16 15.3-17.2 with vs 14.0-16.2 without) */
+            if (BPF_ON(t) && R == 1 && !((k * 8 * es) & 63) && (size_t)(k * 8 * es) + 512 < bstride) {
                 FOR_B(BPF)
             }
             BX(0) BX(1) BX(2) BX(3)
