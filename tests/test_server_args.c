@@ -173,6 +173,17 @@ TEST(test_serve_args_tool_call_flags_as_vllm_checks_them) {
     CHECKF(strstr(err, "mistral") && strstr(err, "supported: hermes"), "%s", err);
 }
 
+TEST(test_serve_args_reasoning_parser_is_checked) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECKF(PARSE(&a, all_dirs, "/m", "--reasoning-parser", "deepseek_r1", "--enable-reasoning") == 0, "%s", err);
+    CHECK_STR(a.reasoning_parser, "deepseek_r1");
+    CHECK(has_notice(&a, "--enable-reasoning"));
+    CHECK(PARSE(&a, all_dirs, "/m", "--reasoning-parser=granite") == -1);
+    CHECKF(strstr(err, "granite") && strstr(err, "deepseek_r1, qwen3"), "%s", err);
+}
+
 TEST(test_serve_args_help_lists_every_flag) {
     xi_serve_args a;
     char err[256] = "";
@@ -188,7 +199,7 @@ TEST(test_serve_args_help_lists_every_flag) {
         "--chat-template", "--tensor-parallel-size", "-tp", "--threads", "--max-queue-len",
         "--uds", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
         "--download-dir", "--trust-remote-code", "--enforce-eager", "--swap-space",
-        "--enable-auto-tool-choice", "--tool-call-parser"};
+        "--enable-auto-tool-choice", "--tool-call-parser", "--reasoning-parser"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         CHECKF(strstr(h, must[i]) != NULL, "--help lacks %s", must[i]);
 }

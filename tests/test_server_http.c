@@ -8,7 +8,8 @@
 #include "server/server.h"
 #include "test.h"
 
-static xi_server *start(int *port, const char *const *keys, int n_keys, const char *tool_parser) {
+static xi_server *start(int *port, const char *const *keys, int n_keys, const char *tool_parser,
+                        const char *reasoning_parser) {
     static const char *const names[] = {"tiny"};
     char err[256];
     int fd = xi_server_listen("127.0.0.1", 0, NULL, port, err, sizeof err);
@@ -18,7 +19,7 @@ static xi_server *start(int *port, const char *const *keys, int n_keys, const ch
     }
     xi_server_config cfg = {.served_names = names, .n_served_names = 1, .model_path = "/none",
                             .api_keys = keys, .n_api_keys = n_keys, .max_body_bytes = 1 << 20,
-                            .tool_parser = tool_parser};
+                            .tool_parser = tool_parser, .reasoning_parser = reasoning_parser};
     return xi_server_start(&cfg, fd, err, sizeof err);
 }
 
@@ -39,7 +40,7 @@ static int ends_with_status(const char *out, const char *status) {
 
 TEST(test_serve_http_loading_state_and_routes) {
     int port;
-    xi_server *s = start(&port, NULL, 0, NULL);
+    xi_server *s = start(&port, NULL, 0, NULL, NULL);
     CHECK(s);
     char *o = http(port, "", "/health");
     CHECKF(ends_with_status(o, "503"), "%s", o);
@@ -59,7 +60,7 @@ TEST(test_serve_http_loading_state_and_routes) {
 TEST(test_serve_http_api_key_guards_v1_and_tokenize_only) {
     static const char *const keys[] = {"sekrit"};
     int port;
-    xi_server *s = start(&port, keys, 1, NULL);
+    xi_server *s = start(&port, keys, 1, NULL, NULL);
     CHECK(s);
     char *o = http(port, "", "/v1/models");
     CHECKF(ends_with_status(o, "401") && strstr(o, "invalid_api_key"), "%s", o);
@@ -86,7 +87,7 @@ TEST(test_serve_http_api_key_guards_v1_and_tokenize_only) {
 
 TEST(test_serve_http_body_over_limit_is_413) {
     int port;
-    xi_server *s = start(&port, NULL, 0, NULL);
+    xi_server *s = start(&port, NULL, 0, NULL, NULL);
     CHECK(s);
     /* 2 MiB of JSON against a 1 MiB limit, with and without a Content-Length */
     const char *dir = xi_test_tmpdir();
@@ -130,7 +131,7 @@ TEST(test_serve_http_model_roundtrip_and_hangup_leave_engine_idle) {
     xi_engine *eng = open_engine("models/stories260K", err, sizeof err);
     CHECKF(eng, "%s", err);
     int port;
-    xi_server *s = start(&port, NULL, 0, NULL);
+    xi_server *s = start(&port, NULL, 0, NULL, NULL);
     CHECK(s);
     CHECKF(xi_server_set_engine(s, eng, err, sizeof err) == 0, "%s", err);
 
@@ -170,6 +171,19 @@ TEST(test_serve_http_model_roundtrip_and_hangup_leave_engine_idle) {
     xi_server_free(s);
 }
 
+/* The strings of one delta field over every chunk of an SSE body, joined into out. */
+static const char *sse_join(const char *sse, const char *field, char *out, size_t cap) {
+    out[0] = 0;
+    for (const char *d = strstr(sse, "data: {"); d; d = strstr(d + 1, "data: {")) {
+        json_t *ch = json_loads(d + 6, JSON_DISABLE_EOF_CHECK, NULL);
+        json_t *v = json_object_get(json_object_get(json_array_get(json_object_get(ch, "choices"), 0), "delta"), field);
+        if (json_is_string(v)) strncat(out, json_string_value(v), cap - strlen(out) - 1);
+        else if (v) strncat(out, "<not a string>", cap - strlen(out) - 1);
+        json_decref(ch);
+    }
+    return out;
+}
+
 /* Tool calling with a Qwen2 tokenizer and chat template: the request rules, and a chat with
  * tools whose answer holds no call comes back as plain content, the same streamed or not.
  * (The calls themselves are covered by test_server_tools.c: a random model writes none.) */
@@ -178,7 +192,7 @@ TEST(test_serve_http_tool_choice_and_content_with_the_hermes_parser) {
     xi_engine *eng = open_engine("models/qwen2-tiny-random", err, sizeof err);
     CHECKF(eng, "%s", err);
     int port, port2;
-    xi_server *s = start(&port, NULL, 0, "hermes"), *plain = start(&port2, NULL, 0, NULL);
+    xi_server *s = start(&port, NULL, 0, "hermes", NULL), *plain = start(&port2, NULL, 0, NULL, NULL);
     CHECK(s && plain);
     CHECKF(xi_server_set_engine(s, eng, err, sizeof err) == 0, "%s", err);
     CHECKF(xi_server_set_engine(plain, eng, err, sizeof err) == 0, "%s", err);
@@ -197,16 +211,9 @@ TEST(test_serve_http_tool_choice_and_content_with_the_hermes_parser) {
     CHECKF(strstr(o, "\"finish_reason\":\"length\""), "%s", o);
     o = http(port, "-N -d '" TOOL_BODY ",\"stream\":true}'", "/v1/chat/completions");
     CHECKF(ends_with_status(o, "200") && strstr(o, "data: [DONE]"), "%s", o);
-    /* the streamed content deltas, concatenated */
-    char streamed[4096] = "";
-    for (const char *d = strstr(o, "data: {"); d; d = strstr(d + 1, "data: {")) {
-        json_t *ch = json_loads(d + 6, JSON_DISABLE_EOF_CHECK, NULL);
-        json_t *delta = json_object_get(json_array_get(json_object_get(ch, "choices"), 0), "delta");
-        const char *piece = json_string_value(json_object_get(delta, "content"));
-        CHECK(!json_object_get(delta, "tool_calls"));
-        if (piece) strncat(streamed, piece, sizeof streamed - strlen(streamed) - 1);
-        json_decref(ch);
-    }
+    char streamed[4096];
+    CHECK(!sse_join(o, "tool_calls", streamed, sizeof streamed)[0]);
+    sse_join(o, "content", streamed, sizeof streamed);
     CHECKF(content && !strcmp(streamed, content), "streamed '%s' vs '%s'", streamed, content ? content : "");
     json_decref(whole);
 #undef TOOL_BODY
@@ -215,4 +222,45 @@ TEST(test_serve_http_tool_choice_and_content_with_the_hermes_parser) {
     xi_engine_close(eng);
     xi_server_free(s);
     xi_server_free(plain);
+}
+
+/* Reasoning parsers on a model that writes no think tags: deepseek_r1 (the template opened
+ * <think> in the prompt) reads the whole answer as reasoning, qwen3 as content; streamed,
+ * the deltas join to the same parts. */
+TEST(test_serve_http_reasoning_parsers_split_answers) {
+    char err[512] = "";
+    xi_engine *eng = open_engine("models/qwen2-tiny-random", err, sizeof err);
+    CHECKF(eng, "%s", err);
+    int port, port2;
+    xi_server *r1 = start(&port, NULL, 0, NULL, "deepseek_r1"), *q3 = start(&port2, NULL, 0, NULL, "qwen3");
+    CHECK(r1 && q3);
+    CHECKF(xi_server_set_engine(r1, eng, err, sizeof err) == 0, "%s", err);
+    CHECKF(xi_server_set_engine(q3, eng, err, sizeof err) == 0, "%s", err);
+#define BODY "{\"messages\":[{\"role\":\"user\",\"content\":\"2+2?\"}],\"max_tokens\":6,\"temperature\":0," \
+    "\"ignore_eos\":true"
+    for (int k = 0; k < 2; k++) {
+        const int p = k ? port2 : port;
+        char *o = http(p, "-d '" BODY "}'", "/v1/chat/completions");
+        CHECKF(ends_with_status(o, "200"), "%s", o);
+        json_t *whole = json_loads(o, JSON_DISABLE_EOF_CHECK, NULL);
+        json_t *msg = json_object_get(json_array_get(json_object_get(whole, "choices"), 0), "message");
+        json_t *reasoning = json_object_get(msg, "reasoning_content"), *content = json_object_get(msg, "content");
+        /* deepseek_r1: all reasoning, content null; qwen3: reasoning null, all content */
+        json_t *text = k ? content : reasoning, *none = k ? reasoning : content;
+        CHECKF(json_is_string(text) && json_string_length(text) > 0 && json_is_null(none), "%s", o);
+        o = http(p, "-N -d '" BODY ",\"stream\":true}'", "/v1/chat/completions");
+        CHECKF(ends_with_status(o, "200") && strstr(o, "data: [DONE]"), "%s", o);
+        char got[4096], other[4096];
+        sse_join(o, k ? "content" : "reasoning_content", got, sizeof got);
+        sse_join(o, k ? "reasoning_content" : "content", other, sizeof other);
+        CHECKF(!strcmp(got, json_string_value(text)) && !other[0], "streamed '%s' / '%s' vs '%s'", got,
+               other, json_string_value(text));
+        json_decref(whole);
+    }
+#undef BODY
+    xi_server_stop(r1);
+    xi_server_stop(q3);
+    xi_engine_close(eng);
+    xi_server_free(r1);
+    xi_server_free(q3);
 }

@@ -146,6 +146,7 @@ int cmd_serve(int argc, char **argv) {
         .max_body_bytes = a.max_body_bytes,
         .log_requests = a.enable_log_requests,
         .tool_parser = a.enable_auto_tool_choice ? a.tool_call_parser : NULL,
+        .reasoning_parser = a.reasoning_parser,
     };
     xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
     if (!srv) {

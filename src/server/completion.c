@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "server/server_internal.h"
+#include "server/reasoning.h"
 #include "server/tool_parse.h"
 
 typedef struct lp_copy {
@@ -60,7 +61,8 @@ typedef struct job_choice {
     size_t text_offset;              /* completions logprobs: bytes of text so far */
     int32_t prev_token;              /* the token before the next logprobs entry */
     int started;                     /* echo and first chunk written */
-    size_t sent;                     /* streaming with tool parsing: bytes of text sent as content */
+    size_t sent;                     /* streaming, parsed: bytes of the content part sent */
+    size_t r_sent;                   /* streaming, parsed: end of the reasoning sent (in text) */
     xi_finish_reason finish;
     char *stop_reason;
     int32_t stop_token;
@@ -91,6 +93,7 @@ struct xi_job {
     int ended;                       /* the last SSE bytes are in out */
     double peer_checked;             /* monotonic time the client socket was last checked */
     int tools;                       /* parse tool calls out of each choice's text */
+    const char *reasoning;           /* the reasoning parser for this job's choices, or NULL */
 };
 
 static double mono_now(void) {
@@ -434,14 +437,6 @@ static void add_call_ids(xi_job *j, json_t *calls) {
     }
 }
 
-/* The tool calls in a finished choice's text, or NULL; *content_len is then the bytes of
- * text before them. */
-static json_t *choice_tool_calls(xi_job *j, const job_choice *c, size_t *content_len) {
-    json_t *calls = xi_tool_calls_parse(c->text ? c->text : "", c->text_len, content_len);
-    add_call_ids(j, calls);
-    return calls;
-}
-
 /* Apply one event to its choice; when streaming, write its chunk. */
 static void consume(xi_job *j, job_event *ev) {
     job_choice *c = &j->choices[ev->choice];
@@ -504,20 +499,33 @@ static void consume(xi_job *j, job_event *ev) {
         json_decref(lp);
         return;
     }
-    /* with tool parsing, content stops where a <tool_call> may begin; the calls go out with
-     * the last chunk, once the whole text is known */
-    const char *dtext = ev->text;
-    size_t dlen = ev->text_len;
+    /* parsed output: the reasoning goes out up to where a </think> may begin, the content
+     * up to where a <tool_call> may begin; tool calls go out with the last chunk, once the
+     * whole text is known */
+    const char *dtext = ev->text, *rtext = NULL;
+    size_t dlen = ev->text_len, rlen = 0;
     json_t *calls = NULL;
-    if (j->tools) {
+    if (j->tools || j->reasoning) {
+        const int final = ev->finish != XI_FINISH_NONE;
         text_append(c, ev->text ? ev->text : "", ev->text_len);
-        dtext = c->text ? c->text + c->sent : "";
-        calls = xi_tool_stream_step(c->text ? c->text : "", c->text_len, &c->sent,
-                                    ev->finish != XI_FINISH_NONE, &dlen);
-        add_call_ids(j, calls);
+        const char *t = c->text ? c->text : "";
+        size_t cb = 0;
+        if (j->reasoning) {
+            const size_t from = xi_reasoning_stream_step(j->reasoning, t, c->text_len, final, &c->r_sent, &cb);
+            rtext = t + from;
+            rlen = c->r_sent - from;
+        }
+        dtext = t + cb + c->sent;
+        if (j->tools) {
+            calls = xi_tool_stream_step(t + cb, c->text_len - cb, &c->sent, final, &dlen);
+            add_call_ids(j, calls);
+        } else {
+            dlen = c->text_len - cb - c->sent;
+            c->sent += dlen;
+        }
     }
     int has_text = dlen > 0 || prefix;
-    if (!has_text && ev->finish == XI_FINISH_NONE && !ev->n_ids) {
+    if (!has_text && !rlen && ev->finish == XI_FINISH_NONE && !ev->n_ids) {
         json_decref(lp);
         return;
     }
@@ -526,6 +534,7 @@ static void consume(xi_job *j, job_event *ev) {
                      : ev->finish != XI_FINISH_NONE ? json_string(finish_name(ev->finish)) : json_null();
     if (j->req.chat) {
         json_t *delta = json_object();
+        if (rlen) json_object_set_new(delta, "reasoning_content", xi_srv_json_text(rtext, rlen));
         if (has_text) json_object_set_new(delta, "content", xi_srv_json_text(dtext, dlen));
         if (calls) json_object_set_new(delta, "tool_calls", calls);
         json_t *l = want_lp && ev->lps ? json_pack("{s:o}", "content", chat_lp_entries(j, &c->prev_token, ev->lps, ev->n_ids)) : json_null();
@@ -638,10 +647,17 @@ static enum MHD_Result answer_body(xi_job *j) {
     for (int i = 0; i < j->n_choices; i++) {
         job_choice *c = &j->choices[i];
         if (c->finish == XI_FINISH_ERROR || c->finish == XI_FINISH_NONE) worst = 1;
-        size_t content_len = c->text_len;
-        json_t *calls = j->tools && c->finish != XI_FINISH_ERROR ? choice_tool_calls(j, c, &content_len) : NULL;
-        /* a message that is only tool calls has null content, as in OpenAI's answers */
-        json_t *text = calls && !content_len ? json_null() : xi_srv_json_text(c->text, content_len);
+        /* the reasoning first, then the tool calls in what follows it */
+        xi_reasoning_span sp = {0, 0, 0, 0};
+        if (j->reasoning) xi_reasoning_scan(j->reasoning, c->text ? c->text : "", c->text_len, 1, &sp);
+        const char *ctext = c->text ? c->text + sp.c_begin : "";
+        size_t content_len = c->text_len - sp.c_begin;
+        json_t *calls = j->tools && c->finish != XI_FINISH_ERROR
+                            ? xi_tool_calls_parse(ctext, content_len, &content_len) : NULL;
+        add_call_ids(j, calls);
+        /* empty content next to tool calls or reasoning is null, as in OpenAI's and vLLM's answers */
+        json_t *text = (calls || sp.has_reasoning) && !content_len ? json_null()
+                                                                   : xi_srv_json_text(ctext, content_len);
         json_t *lp = c->lp ? json_incref(c->lp) : json_null();
         const char *finish = calls ? "tool_calls" : finish_name(c->finish);
         json_t *ch = j->req.chat
@@ -650,6 +666,10 @@ static enum MHD_Result answer_body(xi_job *j) {
             : json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", text, "logprobs", lp,
                         "finish_reason", finish);
         if (calls) json_object_set_new(json_object_get(ch, "message"), "tool_calls", calls);
+        if (j->reasoning && j->req.chat)
+            json_object_set_new(json_object_get(ch, "message"), "reasoning_content",
+                                sp.has_reasoning ? xi_srv_json_text(c->text + sp.r_begin, sp.r_end - sp.r_begin)
+                                                 : json_null());
         json_object_set_new(ch, "stop_reason", stop_reason_json(c));
         json_array_append_new(choices, ch);
     }
@@ -815,6 +835,7 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
         goto fail;
     }
     j->tools = chat && s->cfg.tool_parser && j->req.tools_json && j->req.tool_choice != XI_TOOL_CHOICE_NONE;
+    j->reasoning = chat ? s->cfg.reasoning_parser : NULL;
     if (prepare_prompts(j, &e) || submit_all(j, &e)) {
         xi_job_abort(j);
         goto fail;

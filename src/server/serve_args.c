@@ -2,6 +2,7 @@
  * so that scripts move over unchanged; flags xinfer does not implement are either accepted
  * with a notice (when ignoring them cannot change what a client sees) or rejected by name. */
 #include "server/serve_args.h"
+#include "server/reasoning.h"
 #include "server/tool_parse.h"
 
 #include <errno.h>
@@ -102,7 +103,7 @@ typedef enum {
     F_BLOCK_SIZE, F_KV_BYTES, F_GPU_UTIL, F_SEED, F_GEN_CONFIG, F_CHAT_TEMPLATE, F_TP, F_PP,
     F_THREADS, F_MAX_QUEUE, F_UDS, F_DISABLE_LOG_REQ, F_ENABLE_LOG_REQ, F_DISABLE_LOG_STATS,
     F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_MAX_BODY, F_SHUTDOWN, F_HELP,
-    F_AUTO_TOOL, F_TOOL_PARSER,
+    F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING,
     F_IGNORED, F_REFUSED,
 } flag_id;
 
@@ -151,11 +152,12 @@ static const flag_def flags[] = {
     {"--shutdown-timeout", NULL, F_SHUTDOWN, 1, "SECONDS   grace period for in-flight requests on SIGTERM (10)"},
     {"--enable-auto-tool-choice", NULL, F_AUTO_TOOL, 0, "          parse tool calls out of chat outputs (needs --tool-call-parser)"},
     {"--tool-call-parser", NULL, F_TOOL_PARSER, 1, "NAME      the models' tool-call format: hermes (Qwen2.5, Qwen3)"},
+    {"--reasoning-parser", NULL, F_REASONING, 1, "NAME      split <think> reasoning from chat answers: deepseek_r1, qwen3"},
     {"--help", "-h", F_HELP, 0, "          this text"},
     /* vLLM flags that tune things xinfer does not have: accepted, changing nothing. */
     {"--enforce-eager", NULL, F_IGNORED, 0, NULL},
     {"--swap-space", NULL, F_IGNORED, 1, NULL},
-    {"--reasoning-parser", NULL, F_IGNORED, 1, NULL},
+    {"--enable-reasoning", NULL, F_IGNORED, 0, NULL}, /* older vLLM: implied by --reasoning-parser */
     {"--disable-custom-all-reduce", NULL, F_IGNORED, 0, NULL},
     {"--distributed-executor-backend", NULL, F_IGNORED, 1, NULL},
     {"--disable-frontend-multiprocessing", NULL, F_IGNORED, 0, NULL},
@@ -324,6 +326,12 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
     case F_SHUTDOWN: return parse_double(flag, v, 0, 86400, &a->shutdown_timeout, err, errlen);
     case F_HELP: a->help = 1; return 0;
     case F_AUTO_TOOL: a->enable_auto_tool_choice = 1; return 0;
+    case F_REASONING:
+        if (!xi_reasoning_parser_supported(v))
+            return fail(err, errlen, "--reasoning-parser %s: not supported (supported: %s)", v,
+                        xi_reasoning_parser_names());
+        a->reasoning_parser = v;
+        return 0;
     case F_TOOL_PARSER:
         if (!xi_tool_parser_supported(v))
             return fail(err, errlen, "--tool-call-parser %s: not supported (supported: %s)", v,

@@ -22,6 +22,7 @@ typedef struct xi_server_config {
     int64_t max_body_bytes;          /* larger bodies get 413 */
     int log_requests;
     const char *tool_parser;         /* parse tool calls out of chat outputs ("hermes"), or NULL */
+    const char *reasoning_parser;    /* split reasoning out of chat outputs, or NULL */
 } xi_server_config;
 
 /* A listening socket on host:port (port 0: a free one, written to *bound_port) or on the

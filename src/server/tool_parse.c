@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "server/text_tags.h"
+
 #define OPEN "<tool_call>"
 #define CLOSE "</tool_call>"
 
@@ -11,13 +13,8 @@ int xi_tool_parser_supported(const char *name) { return name && !strcmp(name, "h
 const char *xi_tool_parser_names(void) { return "hermes"; }
 
 size_t xi_tool_content_prefix(const char *text, size_t len) {
-    const size_t n = sizeof OPEN - 1;
-    const char *p = memmem(text, len, OPEN, n);
-    if (p) return (size_t)(p - text);
-    /* the longest tail of text that is a proper prefix of OPEN */
-    for (size_t k = len < n - 1 ? len : n - 1; k > 0; k--)
-        if (!memcmp(text + len - k, OPEN, k)) return len - k;
-    return len;
+    const char *p = memmem(text, len, OPEN, sizeof OPEN - 1);
+    return p ? (size_t)(p - text) : len - xi_tag_partial_tail(text, len, OPEN);
 }
 
 /* One call's JSON, or NULL when it is not {"name": string, "arguments": ...}. */

@@ -1,12 +1,33 @@
-/* Fuzz the hermes tool-call parser (server/tool_parse) on model output. Input byte 0 sets the
- * size of the pieces the rest is streamed in. Whole, the text gives either no calls or calls
- * that each have a string name and string arguments, and content no longer than the text.
+/* Fuzz the output parsers of chat answers on model output: the hermes tool-call parser
+ * (server/tool_parse) and the reasoning parsers (server/reasoning). Input byte 0 sets the size
+ * of the pieces the rest is streamed in. Whole, the text gives either no calls or calls that
+ * each have a string name and string arguments, and content no longer than the text.
  * Streamed, the content sent is that same content, a prefix of the text, and the calls come
- * only with the last piece and match the whole parse. */
+ * only with the last piece and match the whole parse; the reasoning sent never goes back and
+ * ends where the whole split says, with the content starting at the same place. */
 #include <jansson.h>
 
 #include "fuzz_util.h"
+#include "server/reasoning.h"
 #include "server/tool_parse.h"
+
+static void check_reasoning(const char *parser, const char *text, size_t len, size_t piece) {
+    xi_reasoning_span whole;
+    xi_reasoning_scan(parser, text, len, 1, &whole);
+    if (whole.r_begin > whole.r_end || whole.r_end > whole.c_begin || whole.c_begin > len)
+        fuzz_fail("%s: span out of order", parser);
+    size_t r_sent = 0, c_begin = 0, have = 0, first = (size_t)-1;
+    while (have < len) {
+        have = have + piece < len ? have + piece : len;
+        const size_t prev = r_sent;
+        const size_t from = xi_reasoning_stream_step(parser, text, have, have == len, &r_sent, &c_begin);
+        if (r_sent < prev || from < prev || r_sent > have) fuzz_fail("%s: reasoning went back", parser);
+        if (r_sent > from && first == (size_t)-1) first = from;
+    }
+    if (len && r_sent != whole.r_end && whole.r_end > whole.r_begin) fuzz_fail("%s: reasoning ends apart", parser);
+    if (len && first != (size_t)-1 && first != whole.r_begin) fuzz_fail("%s: reasoning starts apart", parser);
+    if (len && c_begin != whole.c_begin) fuzz_fail("%s: content starts apart", parser);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
@@ -42,5 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!json_equal(call, json_array_get(streamed, i))) fuzz_fail("call %zu differs", i);
     json_decref(calls);
     json_decref(streamed);
+    check_reasoning("deepseek_r1", text, len, piece);
+    check_reasoning("qwen3", text, len, piece);
     return 0;
 }
