@@ -1,5 +1,5 @@
-/* Tool calls out of generated text (server/tool_parse, the hermes format), whole and as a
- * stream, and the request rules around tool_choice. No model needed. */
+/* Tool calls out of generated text (server/tool_parse: hermes and llama3_json), whole and as
+ * a stream, and the request rules around tool_choice. No model needed. */
 #include <stdlib.h>
 
 #include "server/oai.h"
@@ -18,7 +18,7 @@ static const char *fn_field(json_t *calls, size_t i, const char *key) {
 
 TEST(test_tools_hermes_calls_and_the_content_before_them) {
     size_t content = 999;
-    json_t *calls = xi_tool_calls_parse(QWEN_TWO, strlen(QWEN_TWO), &content);
+    json_t *calls = xi_tool_calls_parse("hermes", QWEN_TWO, strlen(QWEN_TWO), &content);
     CHECK(calls != NULL);
     CHECK_EQ((int)json_array_size(calls), 2);
     CHECK_EQ((int)content, (int)strlen("Let me check both.\n"));
@@ -32,7 +32,7 @@ TEST(test_tools_hermes_calls_and_the_content_before_them) {
 
     /* only a call, left unclosed when generation stopped; arguments already a string */
     const char *one = "<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}\n";
-    calls = xi_tool_calls_parse(one, strlen(one), &content);
+    calls = xi_tool_calls_parse("hermes", one, strlen(one), &content);
     CHECK(calls && json_array_size(calls) == 1);
     CHECK_EQ((int)content, 0);
     CHECK_STR(fn_field(calls, 0, "arguments"), "{\"x\": 1}");
@@ -51,7 +51,7 @@ TEST(test_tools_malformed_or_absent_calls_leave_all_text_as_content) {
     };
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         size_t content = 12345;
-        json_t *calls = xi_tool_calls_parse(texts[i], strlen(texts[i]), &content);
+        json_t *calls = xi_tool_calls_parse("hermes", texts[i], strlen(texts[i]), &content);
         CHECKF(calls == NULL, "parsed %s", texts[i]);
         CHECKF(content == 12345, "%s: content_len written on failure", texts[i]);
         json_decref(calls);
@@ -59,19 +59,19 @@ TEST(test_tools_malformed_or_absent_calls_leave_all_text_as_content) {
 }
 
 TEST(test_tools_content_prefix_holds_back_only_a_possible_tag) {
-    CHECK_EQ((int)xi_tool_content_prefix("", 0), 0);
-    CHECK_EQ((int)xi_tool_content_prefix("abc", 3), 3);
-    CHECK_EQ((int)xi_tool_content_prefix("abc<", 4), 3);
-    CHECK_EQ((int)xi_tool_content_prefix("abc<tool_cal", 12), 3);
-    CHECK_EQ((int)xi_tool_content_prefix("abc<x", 5), 5);
-    CHECK_EQ((int)xi_tool_content_prefix("a<tools> b", 10), 10);
-    CHECK_EQ((int)xi_tool_content_prefix("a<tool_call>b", 13), 1);
-    CHECK_EQ((int)xi_tool_content_prefix("<tool_call><", 12), 0);
+    CHECK_EQ((int)xi_tool_content_prefix("hermes", "", 0), 0);
+    CHECK_EQ((int)xi_tool_content_prefix("hermes", "abc", 3), 3);
+    CHECK_EQ((int)xi_tool_content_prefix("hermes", "abc<", 4), 3);
+    CHECK_EQ((int)xi_tool_content_prefix("hermes", "abc<tool_cal", 12), 3);
+    CHECK_EQ((int)xi_tool_content_prefix("hermes", "abc<x", 5), 5);
+    CHECK_EQ((int)xi_tool_content_prefix("hermes", "a<tools> b", 10), 10);
+    CHECK_EQ((int)xi_tool_content_prefix("hermes", "a<tool_call>b", 13), 1);
+    CHECK_EQ((int)xi_tool_content_prefix("hermes", "<tool_call><", 12), 0);
 }
 
 /* Feed text in pieces of every size; the content sent must be exactly what the whole-text
  * parse calls content, and the calls must come only with the last step. */
-static int stream_matches(const char *text, const char *want_content, int want_calls) {
+static int stream_matches(const char *parser, const char *text, const char *want_content, int want_calls) {
     const size_t len = strlen(text);
     for (size_t piece = 1; piece <= len; piece++) {
         char *got = calloc(len + 1, 1);
@@ -80,7 +80,7 @@ static int stream_matches(const char *text, const char *want_content, int want_c
         for (size_t have = 0; have < len;) {
             have = have + piece < len ? have + piece : len;
             size_t n, from = sent;
-            json_t *c = xi_tool_stream_step(text, have, &sent, have == len, &n);
+            json_t *c = xi_tool_stream_step(parser, text, have, &sent, have == len, &n);
             if (c && have < len) { /* calls before the end */
                 json_decref(c);
                 free(got);
@@ -100,10 +100,47 @@ static int stream_matches(const char *text, const char *want_content, int want_c
 }
 
 TEST(test_tools_stream_sends_content_up_to_the_first_call_whatever_the_pieces) {
-    CHECK(stream_matches(QWEN_TWO, "Let me check both.\n", 2));
-    CHECK(stream_matches("plain <tools> text, no <tool call", "plain <tools> text, no <tool call", 0));
-    CHECK(stream_matches("ends with <tool_c", "ends with <tool_c", 0));
-    CHECK(stream_matches("<tool_call>{bad json}</tool_call>", "<tool_call>{bad json}</tool_call>", 0));
+    CHECK(stream_matches("hermes", QWEN_TWO, "Let me check both.\n", 2));
+    CHECK(stream_matches("hermes", "plain <tools> text, no <tool call", "plain <tools> text, no <tool call", 0));
+    CHECK(stream_matches("hermes", "ends with <tool_c", "ends with <tool_c", 0));
+    CHECK(stream_matches("hermes", "<tool_call>{bad json}</tool_call>", "<tool_call>{bad json}</tool_call>", 0));
+}
+
+/* What Llama-3.1-Instruct writes for tools (<|python_tag|> is special, gone from the text). */
+static const char LLAMA_TWO[] =
+    "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; "
+    "{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}";
+
+TEST(test_tools_llama3_json_calls_are_the_whole_answer) {
+    size_t content = 999;
+    json_t *calls = xi_tool_calls_parse("llama3_json", LLAMA_TWO, strlen(LLAMA_TWO), &content);
+    CHECK(calls && json_array_size(calls) == 2);
+    CHECK_EQ((int)content, 0);
+    CHECK_STR(fn_field(calls, 0, "name"), "get_weather");
+    CHECK_STR(fn_field(calls, 0, "arguments"), "{\"city\":\"Paris\"}");
+    CHECK_STR(fn_field(calls, 1, "arguments"), "{\"tz\":\"CET\"}");
+    json_decref(calls);
+    const char *one = "\n {\"name\": \"f\", \"parameters\": {}}\n";
+    calls = xi_tool_calls_parse("llama3_json", one, strlen(one), &content);
+    CHECK(calls && json_array_size(calls) == 1);
+    json_decref(calls);
+    static const char *const not_calls[] = {
+        "The weather is fine.", "{\"name\": \"f\"}", "{\"name\": \"f\", \"parameters\": {}} and more",
+        "{\"name\": \"f\", \"parameters\": {", "[{\"name\": \"f\", \"parameters\": {}}]", "",
+    };
+    for (size_t i = 0; i < sizeof not_calls / sizeof not_calls[0]; i++) {
+        content = 7;
+        calls = xi_tool_calls_parse("llama3_json", not_calls[i], strlen(not_calls[i]), &content);
+        CHECKF(!calls && content == 7, "parsed %s", not_calls[i]);
+        json_decref(calls);
+    }
+    /* streamed: a plain answer flows at once, an answer opening with { waits for the end */
+    CHECK_EQ((int)xi_tool_content_prefix("llama3_json", "The", 3), 3);
+    CHECK_EQ((int)xi_tool_content_prefix("llama3_json", " \n", 2), 0);
+    CHECK_EQ((int)xi_tool_content_prefix("llama3_json", " {\"na", 5), 0);
+    CHECK(stream_matches("llama3_json", LLAMA_TWO, "", 2));
+    CHECK(stream_matches("llama3_json", "The weather is fine.", "The weather is fine.", 0));
+    CHECK(stream_matches("llama3_json", "{\"name\": \"f\"} oops", "{\"name\": \"f\"} oops", 0));
 }
 
 static int parse(xi_oai_request *r, const char *body, xi_oai_error *e) {

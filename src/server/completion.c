@@ -517,7 +517,7 @@ static void consume(xi_job *j, job_event *ev) {
         }
         dtext = t + cb + c->sent;
         if (j->tools) {
-            calls = xi_tool_stream_step(t + cb, c->text_len - cb, &c->sent, final, &dlen);
+            calls = xi_tool_stream_step(j->s->cfg.tool_parser, t + cb, c->text_len - cb, &c->sent, final, &dlen);
             add_call_ids(j, calls);
         } else {
             dlen = c->text_len - cb - c->sent;
@@ -653,7 +653,7 @@ static enum MHD_Result answer_body(xi_job *j) {
         const char *ctext = c->text ? c->text + sp.c_begin : "";
         size_t content_len = c->text_len - sp.c_begin;
         json_t *calls = j->tools && c->finish != XI_FINISH_ERROR
-                            ? xi_tool_calls_parse(ctext, content_len, &content_len) : NULL;
+                            ? xi_tool_calls_parse(j->s->cfg.tool_parser, ctext, content_len, &content_len) : NULL;
         add_call_ids(j, calls);
         /* empty content next to tool calls or reasoning is null, as in OpenAI's and vLLM's answers */
         json_t *text = (calls || sp.has_reasoning) && !content_len ? json_null()

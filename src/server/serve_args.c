@@ -151,7 +151,7 @@ static const flag_def flags[] = {
     {"--max-request-body-bytes", NULL, F_MAX_BODY, 1, "BYTES     larger bodies get 413 (32M)"},
     {"--shutdown-timeout", NULL, F_SHUTDOWN, 1, "SECONDS   grace period for in-flight requests on SIGTERM (10)"},
     {"--enable-auto-tool-choice", NULL, F_AUTO_TOOL, 0, "          parse tool calls out of chat outputs (needs --tool-call-parser)"},
-    {"--tool-call-parser", NULL, F_TOOL_PARSER, 1, "NAME      the models' tool-call format: hermes (Qwen2.5, Qwen3)"},
+    {"--tool-call-parser", NULL, F_TOOL_PARSER, 1, "NAME      the models' tool-call format: hermes (Qwen2.5, Qwen3), llama3_json (Llama 3.x)"},
     {"--reasoning-parser", NULL, F_REASONING, 1, "NAME      split <think> reasoning from chat answers: deepseek_r1, qwen3"},
     {"--help", "-h", F_HELP, 0, "          this text"},
     /* vLLM flags that tune things xinfer does not have: accepted, changing nothing. */

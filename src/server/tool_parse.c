@@ -1,6 +1,7 @@
-/* server/tool_parse: the hermes tool-call format (see tool_parse.h). */
+/* server/tool_parse: the hermes and llama3_json tool-call formats (see tool_parse.h). */
 #include "server/tool_parse.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/text_tags.h"
@@ -8,19 +9,33 @@
 #define OPEN "<tool_call>"
 #define CLOSE "</tool_call>"
 
-int xi_tool_parser_supported(const char *name) { return name && !strcmp(name, "hermes"); }
+static int is_llama3(const char *parser) { return !strcmp(parser, "llama3_json"); }
 
-const char *xi_tool_parser_names(void) { return "hermes"; }
+int xi_tool_parser_supported(const char *name) {
+    return name && (!strcmp(name, "hermes") || is_llama3(name));
+}
 
-size_t xi_tool_content_prefix(const char *text, size_t len) {
+const char *xi_tool_parser_names(void) { return "hermes, llama3_json"; }
+
+static size_t skip_space(const char *text, size_t len, size_t i) {
+    while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) i++;
+    return i;
+}
+
+size_t xi_tool_content_prefix(const char *parser, const char *text, size_t len) {
+    if (is_llama3(parser)) { /* calls are the whole answer: hold it all once it opens with { */
+        const size_t i = skip_space(text, len, 0);
+        return i == len || text[i] == '{' ? 0 : len;
+    }
     const char *p = memmem(text, len, OPEN, sizeof OPEN - 1);
     return p ? (size_t)(p - text) : len - xi_tag_partial_tail(text, len, OPEN);
 }
 
-/* One call's JSON, or NULL when it is not {"name": string, "arguments": ...}. */
-static json_t *one_call(const char *s, size_t n) {
-    json_t *o = json_loadb(s, n, 0, NULL);
+/* A call from a decoded object, or NULL when it is not {"name": string, args: ...}, args
+ * being "arguments" (or, for Llama 3, "parameters"). Takes o. */
+static json_t *one_call(json_t *o, int llama3) {
     json_t *name = json_object_get(o, "name"), *args = json_object_get(o, "arguments");
+    if (!args && llama3) args = json_object_get(o, "parameters");
     if (!json_is_string(name) || !args) {
         json_decref(o);
         return NULL;
@@ -36,7 +51,28 @@ static json_t *one_call(const char *s, size_t n) {
     return call;
 }
 
-json_t *xi_tool_calls_parse(const char *text, size_t len, size_t *content_len) {
+/* Llama 3.x: the answer is one or more JSON objects, separated by ';' (vLLM's llama3_json). */
+static json_t *parse_llama3(const char *text, size_t len, size_t *content_len) {
+    size_t i = skip_space(text, len, 0);
+    if (i == len || text[i] != '{') return NULL;
+    json_t *calls = json_array();
+    while (i < len) {
+        json_error_t e;
+        json_t *call = one_call(json_loadb(text + i, len - i, JSON_DISABLE_EOF_CHECK, &e), 1);
+        if (!call) {
+            json_decref(calls);
+            return NULL;
+        }
+        json_array_append_new(calls, call);
+        i = skip_space(text, len, i + (size_t)e.position);
+        if (i < len && text[i] == ';') i = skip_space(text, len, i + 1);
+    }
+    *content_len = 0;
+    return calls;
+}
+
+json_t *xi_tool_calls_parse(const char *parser, const char *text, size_t len, size_t *content_len) {
+    if (is_llama3(parser)) return parse_llama3(text, len, content_len);
     const size_t no = sizeof OPEN - 1, nc = sizeof CLOSE - 1;
     const char *p = memmem(text, len, OPEN, no), *end = text + len;
     if (!p) return NULL;
@@ -46,7 +82,7 @@ json_t *xi_tool_calls_parse(const char *text, size_t len, size_t *content_len) {
         const char *body = p + no;
         const char *close = memmem(body, (size_t)(end - body), CLOSE, nc);
         const char *stop = close ? close : end;
-        json_t *call = one_call(body, (size_t)(stop - body));
+        json_t *call = one_call(json_loadb(body, (size_t)(stop - body), 0, NULL), 0);
         if (!call) {
             json_decref(calls);
             return NULL;
@@ -60,10 +96,11 @@ json_t *xi_tool_calls_parse(const char *text, size_t len, size_t *content_len) {
     return calls;
 }
 
-json_t *xi_tool_stream_step(const char *text, size_t len, size_t *sent, int final, size_t *n) {
+json_t *xi_tool_stream_step(const char *parser, const char *text, size_t len, size_t *sent,
+                            int final, size_t *n) {
     json_t *calls = NULL;
-    size_t upto = xi_tool_content_prefix(text, len);
-    if (final && !(calls = xi_tool_calls_parse(text, len, &upto))) upto = len;
+    size_t upto = xi_tool_content_prefix(parser, text, len);
+    if (final && !(calls = xi_tool_calls_parse(parser, text, len, &upto))) upto = len;
     /* the prefix only grows with the text, so this never goes back */
     *n = upto > *sent ? upto - *sent : 0;
     *sent += *n;

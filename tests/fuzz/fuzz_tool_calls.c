@@ -1,5 +1,5 @@
-/* Fuzz the output parsers of chat answers on model output: the hermes tool-call parser
- * (server/tool_parse) and the reasoning parsers (server/reasoning). Input byte 0 sets the size
+/* Fuzz the output parsers of chat answers on model output: the tool-call parsers
+ * (server/tool_parse: hermes, llama3_json) and the reasoning parsers (server/reasoning). Input byte 0 sets the size
  * of the pieces the rest is streamed in. Whole, the text gives either no calls or calls that
  * each have a string name and string arguments, and content no longer than the text.
  * Streamed, the content sent is that same content, a prefix of the text, and the calls come
@@ -29,21 +29,16 @@ static void check_reasoning(const char *parser, const char *text, size_t len, si
     if (len && c_begin != whole.c_begin) fuzz_fail("%s: content starts apart", parser);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (size < 1) return 0;
-    const size_t piece = (size_t)data[0] + 1;
-    const char *text = (const char *)data + 1;
-    const size_t len = size - 1;
-
+static void check_tools(const char *parser, const char *text, size_t len, size_t piece) {
     size_t content = len;
-    json_t *calls = xi_tool_calls_parse(text, len, &content);
-    if (content > len) fuzz_fail("content %zu beyond the text %zu", content, len);
+    json_t *calls = xi_tool_calls_parse(parser, text, len, &content);
+    if (content > len) fuzz_fail("%s: content %zu beyond the text %zu", parser, content, len);
     size_t i;
     json_t *call;
     json_array_foreach(calls, i, call) {
         json_t *fn = json_object_get(call, "function");
         if (!json_is_string(json_object_get(fn, "name")) || !json_is_string(json_object_get(fn, "arguments")))
-            fuzz_fail("call %zu without a string name and arguments", i);
+            fuzz_fail("%s: call %zu without a string name and arguments", parser, i);
     }
 
     size_t sent = 0, have = 0, got = 0;
@@ -51,18 +46,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     while (have < len) {
         have = have + piece < len ? have + piece : len;
         size_t n, from = sent;
-        json_t *c = xi_tool_stream_step(text, have, &sent, have == len, &n);
-        if (from != got) fuzz_fail("content pieces not contiguous");
+        json_t *c = xi_tool_stream_step(parser, text, have, &sent, have == len, &n);
+        if (from != got) fuzz_fail("%s: content pieces not contiguous", parser);
         got += n;
-        if (c && have < len) fuzz_fail("calls before the last piece");
+        if (c && have < len) fuzz_fail("%s: calls before the last piece", parser);
         if (c) streamed = c;
     }
-    if (got != content) fuzz_fail("streamed %zu bytes of content, whole parse %zu", got, content);
-    if (json_array_size(streamed) != json_array_size(calls)) fuzz_fail("streamed calls differ");
+    if (got != content) fuzz_fail("%s: streamed %zu bytes of content, whole parse %zu", parser, got, content);
+    if (json_array_size(streamed) != json_array_size(calls)) fuzz_fail("%s: streamed calls differ", parser);
     json_array_foreach(calls, i, call)
-        if (!json_equal(call, json_array_get(streamed, i))) fuzz_fail("call %zu differs", i);
+        if (!json_equal(call, json_array_get(streamed, i))) fuzz_fail("%s: call %zu differs", parser, i);
     json_decref(calls);
     json_decref(streamed);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    const size_t piece = (size_t)data[0] + 1;
+    const char *text = (const char *)data + 1;
+    const size_t len = size - 1;
+
+    check_tools("hermes", text, len, piece);
+    check_tools("llama3_json", text, len, piece);
     check_reasoning("deepseek_r1", text, len, piece);
     check_reasoning("qwen3", text, len, piece);
     return 0;
