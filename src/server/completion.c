@@ -648,9 +648,10 @@ static enum MHD_Result answer_body(xi_job *j) {
         job_choice *c = &j->choices[i];
         if (c->finish == XI_FINISH_ERROR || c->finish == XI_FINISH_NONE) worst = 1;
         /* the reasoning first, then the tool calls in what follows it */
+        const char *all = c->text ? c->text : "";
         xi_reasoning_span sp = {0, 0, 0, 0};
-        if (j->reasoning) xi_reasoning_scan(j->reasoning, c->text ? c->text : "", c->text_len, 1, &sp);
-        const char *ctext = c->text ? c->text + sp.c_begin : "";
+        if (j->reasoning) xi_reasoning_scan(j->reasoning, all, c->text_len, 1, &sp);
+        const char *ctext = all + sp.c_begin;
         size_t content_len = c->text_len - sp.c_begin;
         json_t *calls = j->tools && c->finish != XI_FINISH_ERROR
                             ? xi_tool_calls_parse(j->s->cfg.tool_parser, ctext, content_len, &content_len) : NULL;
@@ -668,7 +669,7 @@ static enum MHD_Result answer_body(xi_job *j) {
         if (calls) json_object_set_new(json_object_get(ch, "message"), "tool_calls", calls);
         if (j->reasoning && j->req.chat)
             json_object_set_new(json_object_get(ch, "message"), "reasoning_content",
-                                sp.has_reasoning ? xi_srv_json_text(c->text + sp.r_begin, sp.r_end - sp.r_begin)
+                                sp.has_reasoning ? xi_srv_json_text(all + sp.r_begin, sp.r_end - sp.r_begin)
                                                  : json_null());
         json_object_set_new(ch, "stop_reason", stop_reason_json(c));
         json_array_append_new(choices, ch);
