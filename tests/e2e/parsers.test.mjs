@@ -1,0 +1,65 @@
+// vLLM's output parsers through the openai SDK: `--enable-auto-tool-choice --tool-call-parser
+// hermes --reasoning-parser deepseek_r1` on the tiny Qwen2 model (real tokenizer and template,
+// random weights, so it writes no tool call and no </think>: under deepseek_r1 the whole
+// answer is reasoning). The parsers themselves are tested in C (tests/test_server_tools.c,
+// tests/test_server_reasoning.c); here the SDK must accept what the server sends.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { startServer } from './lib/server.mjs';
+
+let srv, plain, client, plainClient;
+const NAME = 'qwen-tiny';
+const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+const body = { model: NAME, messages: [{ role: 'user', content: 'Weather in Paris?' }], tools, tool_choice: 'auto', max_tokens: 8, temperature: 0, ignore_eos: true };
+
+before(async () => {
+  [srv, plain] = await Promise.all([
+    startServer('qwen2-tiny-random', ['--served-model-name', NAME, '--enable-auto-tool-choice',
+      '--tool-call-parser', 'hermes', '--reasoning-parser', 'deepseek_r1']),
+    startServer('qwen2-tiny-random', ['--served-model-name', NAME]),
+  ]);
+  client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'x', maxRetries: 0 });
+  plainClient = new OpenAI({ baseURL: plain.base + '/v1', apiKey: 'x', maxRetries: 0 });
+});
+after(async () => {
+  assert.equal((await srv.stop()).code, 0);
+  assert.equal((await plain.stop()).code, 0);
+});
+
+test('reasoning_content comes back whole and streamed, the same text', async () => {
+  const r = await client.chat.completions.create(body);
+  const msg = r.choices[0].message;
+  assert.equal(typeof msg.reasoning_content, 'string');
+  assert.ok(msg.reasoning_content.length > 0);
+  assert.equal(msg.content, null);
+  assert.equal(msg.tool_calls, undefined);
+  assert.equal(r.choices[0].finish_reason, 'length');
+
+  const stream = await client.chat.completions.create({ ...body, stream: true });
+  let reasoning = '', content = '', finish = null;
+  for await (const chunk of stream) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    reasoning += c.delta.reasoning_content ?? '';
+    content += c.delta.content ?? '';
+    assert.equal(c.delta.tool_calls, undefined);
+    finish = c.finish_reason ?? finish;
+  }
+  assert.equal(reasoning, msg.reasoning_content);
+  assert.equal(content, '');
+  assert.equal(finish, 'length');
+});
+
+test('tool_choice is checked as vLLM checks it', async () => {
+  const bad = async (c, extra, re) => assert.rejects(c.chat.completions.create({ ...body, ...extra }),
+    (e) => e.status === 400 && e.param === 'tool_choice' && re.test(e.message));
+  await bad(client, { tool_choice: 'required' }, /structured outputs/);
+  await bad(client, { tool_choice: { type: 'function', function: { name: 'get_weather' } } }, /structured outputs/);
+  await bad(client, { tools: undefined }, /`tools` must be set/);
+  await bad(plainClient, {}, /--enable-auto-tool-choice/);
+  // no parser flags: tools are still rendered and the answer is plain content
+  const r = await plainClient.chat.completions.create({ ...body, tool_choice: undefined });
+  assert.equal(typeof r.choices[0].message.content, 'string');
+  assert.equal(r.choices[0].message.reasoning_content, undefined);
+});
