@@ -39,6 +39,10 @@ typedef struct xi_engine_params {
     int n_threads;                  /* compute threads; 0 = physical cores */
     uint64_t seed;                  /* engine seed for requests without one */
     const char *generation_config;  /* "auto" (generation_config.json defaults), "vllm" (none), or a folder */
+    /* --override-generation-config: request defaults that win over generation_config's.
+     * Negative (top_k: below -1) leaves that default alone; xi_engine_params_default sets so. */
+    float override_temperature, override_top_p, override_min_p, override_repetition_penalty;
+    int override_top_k;
     const char *kernels;            /* NULL/"auto", or force "ref", "avx2", ... */
     const char *chat_template;      /* NULL: tokenizer_config.json's; else Jinja source text
                                        (`--chat-template FILE`), copied by xi_engine_open */

@@ -527,6 +527,40 @@ TEST(test_engine_kv_pool_sized_from_bytes_env_and_checked_against_max_model_len)
     xi_engine_close(e);
 }
 
+/* --override-generation-config: a request that names no temperature takes the override (here
+ * 0, greedy) instead of the default 1.0; one that names it keeps its own. */
+TEST(test_engine_generation_overrides_become_request_defaults) {
+    xi_engine_params p;
+    xi_engine_params_default(&p);
+    p.model_dir = xi_test_data(STORIES);
+    p.n_threads = 1;
+    p.kv_cache_memory_bytes = 20480 * 64;
+    char err[256];
+    xi_engine *plain = xi_engine_open(&p, err, sizeof err);
+    p.override_temperature = 0;
+    xi_engine *greedy = xi_engine_open(&p, err, sizeof err);
+    CHECKF(plain && greedy, "%s", err);
+    xi_request_params rp;
+    greedy_from(&rp, BOS, 1, 24);
+    req_out *want = run_one(plain, &rp); /* temperature 0 asked for */
+    rp.temperature = -1;                 /* not asked for */
+    rp.seed = 7;
+    req_out *over = run_one(greedy, &rp), *sampled = run_one(plain, &rp);
+    rp.temperature = 1;
+    req_out *own = run_one(greedy, &rp);
+    CHECK(want && over && sampled && own);
+    CHECK_EQ(over->s[0].n, 24);
+    CHECK(!memcmp(over->s[0].ids, want->s[0].ids, sizeof(int32_t) * 24));
+    CHECK(memcmp(sampled->s[0].ids, want->s[0].ids, sizeof(int32_t) * 24) != 0);
+    CHECK(!memcmp(own->s[0].ids, sampled->s[0].ids, sizeof(int32_t) * 24));
+    free(want);
+    free(over);
+    free(sampled);
+    free(own);
+    xi_engine_close(plain);
+    xi_engine_close(greedy);
+}
+
 TEST(test_engine_names_and_tokenizer_wrappers) {
     CHECK_STR(xi_finish_reason_name(XI_FINISH_STOP), "stop");
     CHECK_STR(xi_finish_reason_name(XI_FINISH_LENGTH), "length");

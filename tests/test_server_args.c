@@ -184,6 +184,36 @@ TEST(test_serve_args_reasoning_parser_is_checked) {
     CHECKF(strstr(err, "granite") && strstr(err, "deepseek_r1, qwen3"), "%s", err);
 }
 
+TEST(test_serve_args_value_checked_flags_and_generation_overrides) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECKF(PARSE(&a, all_dirs, "/m", "--scheduling-policy", "fcfs", "--preemption-mode=recompute",
+                 "--config-format", "hf", "--chat-template-content-format", "string",
+                 "--disable-sliding-window", "--override-generation-config",
+                 "{\"temperature\": 0.5, \"top_k\": 20, \"top_p\": 0.9, \"min_p\": 0.05, "
+                 "\"repetition_penalty\": 1.1}") == 0, "%s", err);
+    CHECK_EQ(a.n_notices, 1); /* only the ignored one */
+    CHECK(has_notice(&a, "--disable-sliding-window"));
+    CHECK_NEAR(a.engine.override_temperature, 0.5, 1e-6);
+    CHECK_EQ(a.engine.override_top_k, 20);
+    CHECK_NEAR(a.engine.override_top_p, 0.9, 1e-6);
+    CHECK_NEAR(a.engine.override_min_p, 0.05, 1e-6);
+    CHECK_NEAR(a.engine.override_repetition_penalty, 1.1, 1e-6);
+    CHECK(PARSE(&a, all_dirs, "/m") == 0);
+    CHECK(a.engine.override_temperature < 0 && a.engine.override_top_k < -1); /* untouched */
+    static char *bad[][2] = {
+        {"--scheduling-policy", "priority"}, {"--preemption-mode", "swap"},
+        {"--config-format", "mistral"}, {"--override-generation-config", "{\"top_p\": 2}"},
+        {"--override-generation-config", "{\"max_new_tokens\": 5}"},
+        {"--override-generation-config", "[1]"}, {"--rope-scaling", "{}"}, {"--hf-overrides", "{}"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECKF(PARSE(&a, all_dirs, "/m", bad[i][0], bad[i][1]) == -1, "%s %s accepted", bad[i][0], bad[i][1]);
+        CHECKF(strstr(err, bad[i][0]), "%s", err);
+    }
+}
+
 TEST(test_serve_args_help_lists_every_flag) {
     xi_serve_args a;
     char err[256] = "";
@@ -199,7 +229,8 @@ TEST(test_serve_args_help_lists_every_flag) {
         "--chat-template", "--tensor-parallel-size", "-tp", "--threads", "--max-queue-len",
         "--uds", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
         "--download-dir", "--trust-remote-code", "--enforce-eager", "--swap-space",
-        "--enable-auto-tool-choice", "--tool-call-parser", "--reasoning-parser"};
+        "--enable-auto-tool-choice", "--tool-call-parser", "--reasoning-parser",
+        "--override-generation-config"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         CHECKF(strstr(h, must[i]) != NULL, "--help lacks %s", must[i]);
 }

@@ -60,6 +60,9 @@ void xi_engine_params_default(xi_engine_params *p) {
     p->enable_prefix_caching = 1;
     p->enable_chunked_prefill = 1;
     p->generation_config = "auto";
+    p->override_temperature = p->override_top_p = p->override_min_p = -1;
+    p->override_repetition_penalty = -1;
+    p->override_top_k = -2;
 }
 
 void xi_request_params_default(xi_request_params *p) {
@@ -170,12 +173,26 @@ static int check_params(const xi_engine_params *p, char *err, size_t errlen) {
     return 0;
 }
 
-/* Request defaults from generation_config.json ("auto"), none ("vllm"), or another folder. */
+/* The overrides of --override-generation-config, over whatever load_defaults read. */
+static void apply_overrides(xi_engine *e) {
+    const xi_engine_params *p = &e->p;
+    if (p->override_temperature >= 0) e->def_temperature = p->override_temperature;
+    if (p->override_top_p >= 0) e->def_top_p = p->override_top_p;
+    if (p->override_min_p >= 0) e->def_min_p = p->override_min_p;
+    if (p->override_repetition_penalty >= 0) e->def_repetition_penalty = p->override_repetition_penalty;
+    if (p->override_top_k >= -1) e->def_top_k = p->override_top_k;
+}
+
+/* Request defaults from generation_config.json ("auto"), none ("vllm"), or another folder,
+ * then the overrides. */
 static int load_defaults(xi_engine *e, const xi_config *cfg, char *err, size_t errlen) {
     const char *gc = e->p.generation_config;
     e->def_temperature = e->def_top_p = e->def_min_p = e->def_repetition_penalty = -1;
     e->def_top_k = -2;
-    if (gc && !strcmp(gc, "vllm")) return 0;
+    if (gc && !strcmp(gc, "vllm")) {
+        apply_overrides(e);
+        return 0;
+    }
     xi_config other;
     const xi_config *src = cfg;
     if (gc && *gc && strcmp(gc, "auto")) {
@@ -189,6 +206,7 @@ static int load_defaults(xi_engine *e, const xi_config *cfg, char *err, size_t e
     e->def_repetition_penalty = src->gen_repetition_penalty;
     e->def_top_k = src->gen_top_k;
     if (src == &other) xi_config_free(&other);
+    apply_overrides(e);
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "server/tool_parse.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +104,7 @@ typedef enum {
     F_BLOCK_SIZE, F_KV_BYTES, F_GPU_UTIL, F_SEED, F_GEN_CONFIG, F_CHAT_TEMPLATE, F_TP, F_PP,
     F_THREADS, F_MAX_QUEUE, F_UDS, F_DISABLE_LOG_REQ, F_ENABLE_LOG_REQ, F_DISABLE_LOG_STATS,
     F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_MAX_BODY, F_SHUTDOWN, F_HELP,
-    F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING,
+    F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_ONLY,
     F_IGNORED, F_REFUSED,
 } flag_id;
 
@@ -111,7 +112,9 @@ typedef struct {
     const char *name, *alias;
     flag_id id;
     int takes_value;
-    const char *help;               /* NULL: listed among the ignored/refused flags */
+    const char *help;               /* NULL: listed among the ignored/refused flags; F_ONLY:
+                                       the values ('|'-separated) that are what xinfer does
+                                       anyway, any other value being refused */
 } flag_def;
 
 static const flag_def flags[] = {
@@ -138,6 +141,7 @@ static const flag_def flags[] = {
     {"--no-enable-chunked-prefill", NULL, F_NO_CHUNKED, 0, "          disable chunked prefill"},
     {"--seed", NULL, F_SEED, 1, "N         seed for requests without one (0)"},
     {"--generation-config", NULL, F_GEN_CONFIG, 1, "SRC       auto (generation_config.json)|vllm (none)|DIR"},
+    {"--override-generation-config", NULL, F_OVERRIDE_GEN, 1, "JSON      request defaults over the generation config, e.g. '{\"temperature\": 0.7}'"},
     {"--chat-template", NULL, F_CHAT_TEMPLATE, 1, "FILE      Jinja chat template instead of tokenizer_config.json's"},
     {"--tensor-parallel-size", "-tp", F_TP, 1, "N         must be 1 (tensor parallelism is not implemented yet)"},
     {"--pipeline-parallel-size", "-pp", F_PP, 1, "N         must be 1"},
@@ -179,6 +183,18 @@ static const flag_def flags[] = {
     {"--allowed-methods", NULL, F_IGNORED, 1, NULL},
     {"--allowed-headers", NULL, F_IGNORED, 1, NULL},
     {"--root-path", NULL, F_IGNORED, 1, NULL},
+    {"--disable-sliding-window", NULL, F_IGNORED, 0, NULL},
+    {"--guided-decoding-backend", NULL, F_IGNORED, 1, NULL}, /* structured outputs are a 400 */
+    {"--limit-mm-per-prompt", NULL, F_IGNORED, 1, NULL},      /* text-only models */
+    {"--max-num-partial-prefills", NULL, F_IGNORED, 1, NULL},
+    {"--max-long-partial-prefills", NULL, F_IGNORED, 1, NULL},
+    {"--long-prefill-token-threshold", NULL, F_IGNORED, 1, NULL},
+    {"--enable-request-id-headers", NULL, F_IGNORED, 0, NULL},
+    /* Accepted with the value that describes what xinfer does; another value is refused. */
+    {"--scheduling-policy", NULL, F_ONLY, 1, "fcfs"},
+    {"--preemption-mode", NULL, F_ONLY, 1, "recompute"},
+    {"--config-format", NULL, F_ONLY, 1, "auto|hf"},
+    {"--chat-template-content-format", NULL, F_ONLY, 1, "auto|string"},
     /* Ignoring these would silently change what clients get (plaintext instead of TLS,
      * another tokenizer or revision, adapters not applied): refused by name. */
     {"--ssl-keyfile", NULL, F_REFUSED, 1, NULL},
@@ -188,7 +204,46 @@ static const flag_def flags[] = {
     {"--enable-lora", NULL, F_REFUSED, 0, NULL},
     {"--lora-modules", NULL, F_REFUSED, 1, NULL},
     {"--speculative-config", NULL, F_REFUSED, 1, NULL},
+    {"--hf-overrides", NULL, F_REFUSED, 1, NULL},
+    {"--rope-scaling", NULL, F_REFUSED, 1, NULL},
+    {"--rope-theta", NULL, F_REFUSED, 1, NULL},
+    {"--return-tokens-as-token-ids", NULL, F_REFUSED, 0, NULL},
+    {"--middleware", NULL, F_REFUSED, 1, NULL},
 };
+
+/* --override-generation-config: a JSON object of request defaults, as vLLM takes it. */
+static int parse_overrides(xi_engine_params *e, const char *v, char *err, size_t errlen) {
+    json_error_t je;
+    json_t *o = json_loads(v, 0, &je);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return fail(err, errlen, "--override-generation-config: a JSON object, e.g. '{\"temperature\": 0.7}'");
+    }
+    const char *key;
+    json_t *val;
+    int rc = 0;
+    json_object_foreach(o, key, val) {
+        const double x = json_number_value(val);
+        const int num = json_is_number(val);
+        if (!strcmp(key, "temperature") && num && x >= 0) e->override_temperature = (float)x;
+        else if (!strcmp(key, "top_p") && num && x > 0 && x <= 1) e->override_top_p = (float)x;
+        else if (!strcmp(key, "min_p") && num && x >= 0 && x <= 1) e->override_min_p = (float)x;
+        else if (!strcmp(key, "repetition_penalty") && num && x > 0) e->override_repetition_penalty = (float)x;
+        else if (!strcmp(key, "top_k") && json_is_integer(val) && json_integer_value(val) >= -1 &&
+                 json_integer_value(val) <= 1 << 30)
+            e->override_top_k = (int)json_integer_value(val);
+        else {
+            rc = fail(err, errlen, "--override-generation-config: %s: %s", key,
+                      !strcmp(key, "temperature") || !strcmp(key, "top_p") || !strcmp(key, "min_p") ||
+                              !strcmp(key, "repetition_penalty") || !strcmp(key, "top_k")
+                          ? "value out of range"
+                          : "not supported (temperature, top_p, top_k, min_p, repetition_penalty)");
+            break;
+        }
+    }
+    json_decref(o);
+    return rc;
+}
 
 static const flag_def *find_flag(const char *name, size_t len) {
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
@@ -210,7 +265,7 @@ const char *xi_serve_args_help(void) {
         "(HF_ENDPOINT, HF_TOKEN; ModelScope with VLLM_USE_MODELSCOPE=1). With both MODEL and\n"
         "--model, when MODEL is not a folder, --model is the path and MODEL the served name.\n\n");
     for (size_t i = 0; i < sizeof flags / sizeof flags[0] && n < sizeof text; i++) {
-        if (!flags[i].help) continue;
+        if (!flags[i].help || flags[i].id == F_ONLY) continue;
         char name[64];
         snprintf(name, sizeof name, "%s%s%s", flags[i].alias ? flags[i].alias : "",
                  flags[i].alias ? ", " : "", flags[i].name);
@@ -227,7 +282,14 @@ const char *xi_serve_args_help(void) {
         if (n < sizeof text) n += (size_t)snprintf(text + n, sizeof text - n, " %s", flags[i].name);
         col += w;
     }
-    if (n < sizeof text) n += (size_t)snprintf(text + n, sizeof text - n, "\nnot supported (an error): --ssl-keyfile --ssl-certfile --tokenizer --revision --enable-lora --lora-modules --speculative-config\n");
+    if (n < sizeof text) n += (size_t)snprintf(text + n, sizeof text - n, "\naccepted with only the value xinfer follows:");
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0] && n < sizeof text; i++)
+        if (flags[i].id == F_ONLY)
+            n += (size_t)snprintf(text + n, sizeof text - n, " %s %s", flags[i].name, flags[i].help);
+    if (n < sizeof text) n += (size_t)snprintf(text + n, sizeof text - n, "\nnot supported (an error):");
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0] && n < sizeof text; i++)
+        if (flags[i].id == F_REFUSED) n += (size_t)snprintf(text + n, sizeof text - n, " %s", flags[i].name);
+    if (n < sizeof text) n += (size_t)snprintf(text + n, sizeof text - n, "\n");
     return text;
 }
 
@@ -343,6 +405,17 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
                v ? v : "");
         return 0;
     case F_REFUSED: return fail(err, errlen, "%s is not supported by xinfer", f->name);
+    case F_ONLY: {
+        const size_t n = strlen(v);
+        for (const char *o = f->help; *o;) {
+            const char *bar = strchr(o, '|');
+            const size_t k = bar ? (size_t)(bar - o) : strlen(o);
+            if (k == n && !strncmp(o, v, n)) return 0;
+            o += k + (bar ? 1 : 0);
+        }
+        return fail(err, errlen, "%s %s is not supported by xinfer (it does %s)", f->name, v, f->help);
+    }
+    case F_OVERRIDE_GEN: return parse_overrides(e, v, err, errlen);
     }
     return fail(err, errlen, "%s: unhandled flag", flag);
 }
