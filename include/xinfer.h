@@ -130,6 +130,8 @@ typedef struct xi_request_params {
     int prompt_logprobs;            /* -1: none; k >= 0: for every prompt token (echo) */
     int skip_special_tokens;        /* 1 */
     const char *cache_salt;         /* NULL or a salt separating prefix-cache namespaces */
+    int json_object;                /* 1: the output is held to one JSON object (vLLM's
+                                       response_format {"type": "json_object"}) */
     int return_logits_hash;         /* 1: each output carries a hash of the logits row its
                                        last token was sampled from (xinfer generate's stats) */
 } xi_request_params;

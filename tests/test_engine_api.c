@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "base/base.h"
+#include "sample/json_fsm.h"
 #include "test.h"
 #include "test_engine_util.h"
 #include "xinfer.h"
@@ -597,5 +600,58 @@ TEST(test_engine_chat_template_renders_the_models_template) {
     CHECK(e);
     CHECK(!xi_engine_apply_chat_template(e, "[]", NULL, 1, 0, err, sizeof err));
     CHECKF(!strncmp(err, "chat template:", 14), "%s", err);
+    xi_engine_close(e);
+}
+
+/* response_format json_object: whatever the model would say, the text is a prefix of one JSON
+ * object, and a sequence that stops has closed it (stories260K: SentencePiece with byte
+ * fallback, so tokens are pieces and single bytes). */
+TEST(test_engine_json_object_output_is_one_json_object) {
+    xi_engine *e = stories();
+    CHECK(e);
+    xi_request_params rp;
+    xi_request_params_default(&rp);
+    rp.prompt = "Once upon a time";
+    rp.max_tokens = 200;
+    rp.json_object = 1;
+    /* runs 1 and 2 lean towards '"' and '}' (ids 436, 313, 128 in this vocab), so the object
+     * closes within max_tokens and the end of guided output is exercised too */
+    const xi_logit_bias lean[3] = {{436, 8}, {313, 8}, {128, 30}};
+    for (int run = 0; run < 3; run++) {
+        rp.temperature = run == 2 ? 1.0f : 0.0f;
+        rp.seed = run;
+        rp.logit_bias = run ? lean : NULL;
+        rp.n_logit_bias = run ? 3 : 0;
+        req_out *o = run_one(e, &rp);
+        CHECK(o);
+        const seq_out *s = &o->s[0];
+        xi_json_fsm f;
+        xi_json_fsm_init(&f);
+        CHECKF(xi_json_fsm_feed(&f, s->text, s->text_len) == 0, "run %d: not a JSON prefix: %s", run, s->text);
+        if (s->fr == XI_FINISH_STOP) {
+            CHECKF(xi_json_fsm_done(&f), "run %d stopped inside the object: %s", run, s->text);
+            json_t *j = json_loads(s->text, 0, NULL);
+            CHECKF(json_is_object(j), "run %d: %s", run, s->text);
+            json_decref(j);
+        } else {
+            CHECK_EQ(s->fr, XI_FINISH_LENGTH);
+            CHECKF(run == 0, "run %d did not close the object: %s", run, s->text);
+        }
+        free(o);
+    }
+    /* with ignore_eos nothing ends the object, so whitespace pads it out to max_tokens */
+    rp.ignore_eos = 1;
+    rp.temperature = 0;
+    rp.logit_bias = lean;
+    rp.n_logit_bias = 3;
+    rp.max_tokens = 40;
+    req_out *o = run_one(e, &rp);
+    CHECK(o);
+    CHECK_EQ(o->s[0].fr, XI_FINISH_LENGTH);
+    CHECK_EQ(o->s[0].n, 40);
+    json_t *j = json_loads(o->s[0].text, 0, NULL);
+    CHECKF(json_is_object(j), "%s", o->s[0].text);
+    json_decref(j);
+    free(o);
     xi_engine_close(e);
 }

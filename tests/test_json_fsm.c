@@ -64,6 +64,19 @@ TEST(test_json_fsm_limits_depth_and_whitespace_runs) {
     CHECK(run(s) == 1);
 }
 
+TEST(test_json_fsm_numbers_stay_within_a_double) {
+    CHECK(run("{\"a\":1e99}") == 1);
+    CHECK(run("{\"a\":-1E+05}") == 1);
+    CHECK(run("{\"a\":1e100}") == -1);
+    CHECK(run("{\"a\":5e+444}") == -1);
+    char big[300] = "{\"a\":";
+    memset(big + 5, '9', XI_JSON_MAX_INT_DIGITS);
+    strcpy(big + 5 + XI_JSON_MAX_INT_DIGITS, ".5e99}");
+    CHECK(run(big) == 1);
+    big[5 + XI_JSON_MAX_INT_DIGITS] = '9';
+    CHECK(run(big) == -1);
+}
+
 TEST(test_json_fsm_copies_try_bytes_without_committing) {
     xi_json_fsm f, t;
     xi_json_fsm_init(&f);

@@ -140,7 +140,8 @@ TEST(test_serve_oai_bad_values_name_the_parameter) {
     CHECK(rejects(1, "{" MSGS ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs"));
     CHECK(rejects(1, "{" MSGS ",\"stream\":\"yes\"}", "stream"));
     CHECK(rejects(1, "{" MSGS ",\"stream_options\":{\"include_usage\":true}}", "stream_options"));
-    CHECK(rejects(1, "{" MSGS ",\"response_format\":{\"type\":\"json_object\"}}", "response_format"));
+    CHECK(rejects(1, "{" MSGS ",\"response_format\":{\"type\":\"json_schema\"}}", "response_format"));
+    CHECK(rejects(1, "{" MSGS ",\"response_format\":\"json_object\"}", "response_format"));
     /* numbers that a 32-bit float cannot hold are refused, never turned into inf or 0 */
     CHECK(rejects(1, "{" MSGS ",\"temperature\":1e39}", "temperature"));
     CHECK(rejects(1, "{" MSGS ",\"top_p\":1e-50}", "top_p"));

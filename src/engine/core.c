@@ -46,6 +46,7 @@ xi_group *xi_group_new(const xi_request_params *p, const int32_t *prompt, int n_
     g->prompt_logprobs = p->prompt_logprobs;
     g->skip_special = p->skip_special_tokens;
     g->return_logits_hash = p->return_logits_hash;
+    g->json_object = p->json_object;
     if (p->cache_salt && *p->cache_salt) ok = ok && (g->cache_salt = xi_strdup(p->cache_salt));
     if (p->n_stop > 0) {
         g->stop = calloc((size_t)p->n_stop, sizeof *g->stop);
@@ -98,6 +99,7 @@ void xi_group_free(xi_group *g) {
     free(g->prompt);
     free(g->bias);
     free(g->stop_ids);
+    free(g->end_ids);
     for (int i = 0; i < g->n_stop; i++) free(g->stop[i]);
     free(g->stop);
     free(g->cache_salt);
@@ -311,6 +313,7 @@ void xi_core_free(xi_core *c) {
     xi_sched_free(&c->sched);
     xi_kv_manager_free(&c->km);
     xi_sample_scratch_free(&c->scratch);
+    xi_guide_vocab_free(&c->guide);
     free(c->tokens);
     free(c->positions);
     free(c->slots);
@@ -361,12 +364,24 @@ void xi_core_add(xi_core *c, xi_group *g) {
     int m = 0;
     if (g->eos_token_id >= 0 && !g->ignore_eos) mask[m++] = g->eos_token_id;
     for (int i = 0; i < g->n_stop_ids; i++) mask[m++] = g->stop_ids[i];
+    if (g->json_object) { /* the guide's end tokens are the same list */
+        char err[128];
+        g->end_ids = dup_array(mask, (size_t)m, sizeof *mask);
+        g->n_end = m;
+        if ((m && !g->end_ids) ||
+            (!c->guide.vocab && xi_guide_vocab_init(&c->guide, c->tok, c->vocab, err, sizeof err))) {
+            if (mask != mask_small) free(mask);
+            fail_group(g);
+            return;
+        }
+    }
     int max_len = (int)XI_MIN((int64_t)g->n_prompt + g->max_tokens, (int64_t)c->p.max_model_len);
     int ok = 1;
     for (int i = 0; ok && i < g->n; i++) {
         xi_seq *s = &g->seqs[i];
         s->grp = g;
         s->index = i;
+        xi_json_fsm_init(&s->json);
         xi_sampling sp = g->sampling;
         sp.stop_ids = mask;
         sp.n_stop_ids = m;
@@ -515,7 +530,13 @@ int xi_core_step(xi_core *c, char *err, size_t errlen) {
         if (c->sample_row[i] < 0) continue;
         xi_seq *s = o->reqs[i]->user;
         const float *row = c->logits + (size_t)c->sample_row[i] * c->vocab;
-        int32_t tok = xi_sampler_sample(s->sampler, row, &c->scratch);
+        const uint8_t *allow = NULL;
+        if (s->grp->json_object) {
+            const int more = xi_sampler_n_generated(s->sampler) < s->grp->min_tokens;
+            xi_guide_mask(&c->guide, &s->json, s->grp->end_ids, s->grp->n_end, more);
+            allow = c->guide.allow;
+        }
+        int32_t tok = xi_sampler_sample_masked(s->sampler, row, allow, &c->scratch);
         c->sampled[i] = tok;
         if (tok < 0) {
             xi_sched_finish(sc, &s->req, XI_REQ_FINISHED_ERROR);
@@ -539,6 +560,7 @@ int xi_core_step(xi_core *c, char *err, size_t errlen) {
             continue;
         }
         xi_sampler_accept(s->sampler, c->sampled[i]);
+        if (s->grp->json_object) xi_guide_advance(&c->guide, &s->json, c->sampled[i]);
         if (s->t_first_token == 0) {
             s->t_first_token = now;
             if (s->index == 0) c->prompt_tokens_total += s->grp->n_prompt;

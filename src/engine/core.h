@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/guide.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
 #include "sample/sample.h"
@@ -44,6 +45,7 @@ typedef struct xi_seq {
     size_t text_sent;       /* bytes of text already emitted */
     int done;               /* its final output was emitted */
     const char *stop_reason; /* borrowed from grp->stop */
+    xi_json_fsm json;       /* the output so far, for a json_object group */
     double t_first_sched, t_first_token, t_last_token;
 } xi_seq;
 
@@ -68,6 +70,9 @@ struct xi_group {
     int n_stop;
     int include_stop_str;
     int logprobs, prompt_logprobs, skip_special, return_logits_hash;
+    int json_object;        /* output held to one JSON object (engine/guide) */
+    int32_t *end_ids;       /* [n_end]: EOS then the stop ids, the tokens that end it */
+    int n_end;
     char *cache_salt;       /* owned or NULL */
     double arrival_wall, arrival;
     /* prompt logprobs, filled by sample 0 as its prefill runs */
@@ -95,6 +100,7 @@ typedef struct xi_core {
     xi_kv_manager km;
     xi_scheduler sched;
     xi_sample_scratch scratch;
+    xi_guide_vocab guide;   /* token bytes and the mask, built by the first json_object group */
     xi_rng rng;
     xi_group *live;         /* groups added and not yet done */
     int n_live;

@@ -33,7 +33,7 @@ void xi_json_fsm_init(xi_json_fsm *f) {
     f->stack = 0;
     f->depth = 0;
     f->st = S_ROOT;
-    f->sub = f->ws = f->key = 0;
+    f->sub = f->ws = f->key = f->digits = 0;
 }
 
 int xi_json_fsm_done(const xi_json_fsm *f) { return f->st == S_DONE; }
@@ -66,8 +66,8 @@ static int start_value(xi_json_fsm *f, unsigned char c) {
         f->st = S_STRING;
         f->sub = f->key = 0;
         return 0;
-    case '-': f->st = S_NUMBER, f->sub = N_MINUS; return 0;
-    case '0': f->st = S_NUMBER, f->sub = N_ZERO; return 0;
+    case '-': f->st = S_NUMBER, f->sub = N_MINUS, f->digits = 0; return 0;
+    case '0': f->st = S_NUMBER, f->sub = N_ZERO, f->digits = 1; return 0;
     case 't': f->st = S_LITERAL, f->sub = 0 * 8 + 1; return 0;
     case 'f': f->st = S_LITERAL, f->sub = 1 * 8 + 1; return 0;
     case 'n': f->st = S_LITERAL, f->sub = 2 * 8 + 1; return 0;
@@ -75,15 +75,23 @@ static int start_value(xi_json_fsm *f, unsigned char c) {
         if (c >= '1' && c <= '9') {
             f->st = S_NUMBER;
             f->sub = N_INT;
+            f->digits = 1;
             return 0;
         }
         return -1;
     }
 }
 
-/* A byte inside a number; 1 when it ended the number without being part of it. */
+/* A byte inside a number; 1 when it ended the number without being part of it. Digits of
+ * the integer part and of the exponent are counted (f->digits) and capped. */
 static int number_byte(xi_json_fsm *f, unsigned char c) {
     const int d = is_digit(c);
+    if (d && (f->sub == N_INT || f->sub == N_MINUS || f->sub == N_EXP || f->sub == N_E || f->sub == N_ESIGN)) {
+        const int fresh = f->sub == N_E || f->sub == N_ESIGN; /* the exponent's first digit */
+        f->digits = fresh ? 1 : f->digits + 1;
+        if (f->digits > (f->sub >= N_E ? 2 : XI_JSON_MAX_INT_DIGITS)) return -1;
+    }
+    if (!d && (c == 'e' || c == 'E')) f->digits = 0;
     switch (f->sub) {
     case N_MINUS: if (c == '0') f->sub = N_ZERO; else if (d) f->sub = N_INT; else return -1; return 0;
     case N_ZERO:

@@ -344,10 +344,18 @@ static int top_p_gather(const float *w, int n, double z, double p, xi_sample_scr
 }
 
 int32_t xi_sampler_sample(xi_sampler *s, const float *logits, xi_sample_scratch *sc) {
+    return xi_sampler_sample_masked(s, logits, NULL, sc);
+}
+
+int32_t xi_sampler_sample_masked(xi_sampler *s, const float *logits, const uint8_t *allow,
+                                 xi_sample_scratch *sc) {
     const xi_sampling *p = &s->p;
     int V = XI_MIN(s->vocab, sc->vocab);
     float *x = sc->row;
     memcpy(x, logits, (size_t)V * sizeof *x);
+    if (allow)
+        for (int i = 0; i < V; i++)
+            if (!allow[i]) x[i] = -INFINITY;
     xi_sampler_apply_penalties(s, x, V);
     int32_t top = argmax(x, V);
     if (top < 0 || p->temperature < XI_SAMPLE_GREEDY_EPS) return top;

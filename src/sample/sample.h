@@ -102,6 +102,10 @@ void xi_sampler_free(xi_sampler *s);
 /* Pick the next token from logits [vocab] (not modified). Returns the token id, or -1 when
  * every token is masked (all −inf / NaN). Does not record the token: call accept. */
 int32_t xi_sampler_sample(xi_sampler *s, const float *logits, xi_sample_scratch *sc);
+/* The same draw over only the tokens with allow[i] != 0 (the others are −inf before step 2);
+ * allow NULL is xi_sampler_sample. Guided output (response_format) builds the mask. */
+int32_t xi_sampler_sample_masked(xi_sampler *s, const float *logits, const uint8_t *allow,
+                                 xi_sample_scratch *sc);
 /* Record a generated token (penalty counts, min_tokens progress). Returns -1 only when
  * memory runs out growing the count table. */
 int xi_sampler_accept(xi_sampler *s, int32_t token);

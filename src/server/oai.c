@@ -457,8 +457,11 @@ static int parse_sampling(xi_oai_request *r, json_t *body, xi_oai_error *e) {
     if (rf) {
         json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
         if (!json_is_string(t)) return xi_oai_fail(e, 400, "response_format", "'response_format' must be {\"type\": ...}");
-        if (strcmp(json_string_value(t), "text"))
-            return xi_oai_fail(e, 400, "response_format", "response_format type '%s' is not supported yet (only \"text\")", json_string_value(t));
+        const char *type = json_string_value(t);
+        if (!strcmp(type, "json_object")) p->json_object = 1; /* engine/guide holds the output to one object */
+        else if (strcmp(type, "text"))
+            return xi_oai_fail(e, 400, "response_format",
+                               "response_format type '%s' is not supported yet (\"text\" and \"json_object\" are)", type);
     }
     return 0;
 }

@@ -44,6 +44,9 @@ int32_t xi_tokenizer_token_id(const xi_tokenizer *t, const char *token);
 const char *xi_tokenizer_token(const xi_tokenizer *t, int32_t id);
 int xi_tokenizer_is_special(const xi_tokenizer *t, int32_t id);
 /* tokenizer_config.json chat_template (a string, or the "default" entry of a list), or NULL. */
+/* The raw bytes token id adds to decoded text, appended to out (no leading-space strip; a
+ * byte-fallback token is its one byte). -1 on OOM. */
+int xi_token_bytes(const xi_tokenizer *t, int32_t id, xi_buf *out);
 const char *xi_tokenizer_chat_template(const xi_tokenizer *t);
 /* bos_token / eos_token strings of tokenizer_config.json, "" when absent. */
 const char *xi_tokenizer_bos_token(const xi_tokenizer *t);
@@ -200,8 +203,6 @@ pcre2_code *xi_regex_compile(const char *pattern, int literal, char *err, size_t
 int xi_bpe_word(const xi_tokenizer *t, const char *word, size_t len, int32_t **ids, int *n,
                 int *cap);
 
-/* detok.c: raw bytes of one token as the decoder sees it (no leading-space strip). */
-int xi_token_bytes(const xi_tokenizer *t, int32_t id, xi_buf *out);
 /* Length of the longest prefix of a UTF-8 continuation that could still complete: returns how
  * many trailing bytes of s[0..len) form a valid but incomplete character (0 when none). */
 int xi_utf8_incomplete_tail(const unsigned char *s, size_t len);

@@ -63,3 +63,16 @@ test('tool_choice is checked as vLLM checks it', async () => {
   assert.equal(typeof r.choices[0].message.content, 'string');
   assert.equal(r.choices[0].message.reasoning_content, undefined);
 });
+
+test('response_format json_object: the answer is one JSON object, streamed or not', async () => {
+  const req = { model: NAME, messages: [{ role: 'user', content: 'Describe Paris as JSON.' }],
+    response_format: { type: 'json_object' }, max_tokens: 64, temperature: 0 };
+  const r = await plainClient.chat.completions.create(req);
+  const text = r.choices[0].message.content;
+  if (r.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(text), 'object', text);
+  else assert.match(text, /^\s*\{/);
+  const stream = await plainClient.chat.completions.create({ ...req, stream: true });
+  let streamed = '';
+  for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? '';
+  assert.equal(streamed, text);
+});
