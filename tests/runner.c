@@ -1,4 +1,5 @@
-/* The test runner: fork per test, collect results, print "N passed, N failed". */
+/* The test runner: fork per test, collect results, print "N passed, N failed" (and ", N
+ * skipped" when a test could not run here: a skip is never a pass). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,8 @@ typedef struct {
 
 static test_entry *tests;
 static int n_tests, cap_tests;
-static int fails_in_test;
+static int fails_in_test, skipped_test;
+#define SKIP_STATUS 77
 static char tmpdir[256];
 
 void xi_test_register(const char *name, const char *file, xi_test_fn fn) {
@@ -40,6 +42,16 @@ void xi_test_fail(const char *file, int line, const char *fmt, ...) {
 }
 
 int xi_test_failed(void) { return fails_in_test; }
+
+void xi_test_skip(const char *fmt, ...) {
+    skipped_test = 1;
+    fputs("    skipped: ", stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
 
 char *xi_test_data(const char *rel) {
     const char *root = getenv("XINFER_TEST_DATA");
@@ -97,23 +109,24 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, skipped = 0;
     int nofork = getenv("XINFER_TEST_NOFORK") != NULL;
     for (int i = 0; i < n_tests; i++) {
         test_entry *t = &tests[i];
         if (!matches(t->name, argc, argv)) continue;
         double t0 = now();
-        int ok;
+        int ok, skip = 0;
         fflush(stdout);
         fflush(stderr);
         if (nofork) {
-            fails_in_test = 0;
+            fails_in_test = skipped_test = 0;
             t->fn();
             ok = fails_in_test == 0;
+            skip = ok && skipped_test;
         } else {
             pid_t pid = fork();
             if (pid == 0) {
-                fails_in_test = 0;
+                fails_in_test = skipped_test = 0;
                 tmpdir[0] = 0;
                 t->fn();
                 if (tmpdir[0]) {
@@ -123,19 +136,23 @@ int main(int argc, char **argv) {
                 }
                 fflush(stdout);
                 fflush(stderr);
-                _exit(fails_in_test ? 1 : 0);
+                _exit(fails_in_test ? 1 : skipped_test ? SKIP_STATUS : 0);
             }
             int st = 0;
             waitpid(pid, &st, 0);
-            ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+            skip = WIFEXITED(st) && WEXITSTATUS(st) == SKIP_STATUS;
+            ok = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || skip);
             if (WIFSIGNALED(st)) fprintf(stderr, "    killed by signal %d\n", WTERMSIG(st));
         }
         double dt = now() - t0;
-        printf("%s %-58s %8.3fs  (%s)\n", ok ? "PASS" : "FAIL", t->name, dt, t->file);
+        printf("%s %-58s %8.3fs  (%s)\n", skip ? "SKIP" : ok ? "PASS" : "FAIL", t->name, dt,
+               t->file);
         fflush(stdout);
-        if (ok) passed++;
+        if (skip) skipped++;
+        else if (ok) passed++;
         else failed++;
     }
-    printf("%d passed, %d failed\n", passed, failed);
+    if (skipped) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    else printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

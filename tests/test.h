@@ -13,6 +13,13 @@ typedef void (*xi_test_fn)(void);
 void xi_test_register(const char *name, const char *file, xi_test_fn fn);
 void xi_test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Mark the current test as not run here (a missing feature or ISA), with why; use SKIP. */
+void xi_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define SKIP(...)                                                                    \
+    do {                                                                             \
+        xi_test_skip(__VA_ARGS__);                                                   \
+        return;                                                                      \
+    } while (0)
 /* Number of failed checks in the current test. */
 int xi_test_failed(void);
 /* Shared data folder (XINFER_TEST_DATA, default ../shared/data) joined with rel. Static buffer
