@@ -49,7 +49,7 @@ static int run(runner *r, const int32_t *ids, int n, int start) {
     }
     xi_batch_seq s = {0, n, r->table, 512};
     int32_t row = n - 1;
-    xi_batch b = {n, ids, pos, slots, 1, &s, 1, &row};
+    xi_batch b = {n, ids, pos, slots, 1, &s, 1, &row, 0, NULL, NULL};
     char err[256];
     if (xi_model_forward(r->m, r->kv, &b, r->logits, err, sizeof err)) {
         fprintf(stderr, "forward: %s\n", err);

@@ -69,6 +69,7 @@ typedef struct xi_engine_info {
     const char *quantization;       /* "none", "awq", "int8" */
     const char *kernels;            /* kernel variant in use */
     int vocab_size;
+    int hidden_size;                /* length of a pooling request's vector */
     int max_model_len;
     int block_size;
     int num_kv_blocks;              /* usable blocks (the null block excluded) */
@@ -134,6 +135,12 @@ typedef struct xi_request_params {
                                        response_format {"type": "json_object"}) */
     int return_logits_hash;         /* 1: each output carries a hash of the logits row its
                                        last token was sampled from (xinfer generate's stats) */
+    int pooling;                    /* 1: an embedding request: the prompt is prefilled only
+                                       (prefix cache included), nothing is generated, and the
+                                       one output carries the last prompt token's final hidden
+                                       state (last-token pooling); n must be 1, the sampling
+                                       fields are ignored, the prompt may fill max_model_len */
+    int normalize;                  /* pooling: L2-normalise the vector (1) */
 } xi_request_params;
 
 void xi_request_params_default(xi_request_params *p);
@@ -176,6 +183,8 @@ typedef struct xi_output {
     double first_token_time;        /* seconds from arrival to first token (0 until then) */
     double prefill_time, decode_time;
     uint64_t logits_hash;           /* XXH3-64 of the raw logits row (return_logits_hash) */
+    const float *embedding;         /* pooling: [n_embedding] in the final event, else NULL */
+    int n_embedding;
 } xi_output;
 
 typedef void (*xi_output_fn)(void *user, const xi_output *out);

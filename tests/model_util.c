@@ -43,7 +43,7 @@ int tm_forward(xi_model *m, xi_kv_store *kv, tm_seq **seqs, const int32_t *const
         }
         seqs[s]->n_past += n[s];
     }
-    xi_batch b = {(int32_t)total, tok, pos, slots, n_seq, bs, nl, rows};
+    xi_batch b = {(int32_t)total, tok, pos, slots, n_seq, bs, nl, rows, 0, NULL, NULL};
     char err[256];
     int rc = xi_model_forward(m, kv, &b, logits, err, sizeof err);
     if (rc) fprintf(stderr, "    forward: %s\n", err);

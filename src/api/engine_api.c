@@ -78,6 +78,7 @@ void xi_request_params_default(xi_request_params *p) {
     p->max_tokens = -1;
     p->logprobs = -1;
     p->prompt_logprobs = -1;
+    p->normalize = 1;
     p->skip_special_tokens = 1;
 }
 
@@ -305,6 +306,7 @@ xi_engine *xi_engine_open(const xi_engine_params *params, char *err, size_t errl
     in->quantization = e->quant_name;
     in->kernels = xi_model_ops(e->model)->name;
     in->vocab_size = cfg->vocab_size;
+    in->hidden_size = cfg->hidden_size;
     in->max_model_len = max_len;
     in->block_size = bs;
     in->num_kv_blocks = (int)n_blocks - 1;
@@ -448,6 +450,21 @@ static int check_range_ids(const char *what, const int32_t *ids, int n, int voca
     return 0;
 }
 
+/* A pooling request generates nothing: one sample, no logprobs, and the prompt may fill
+ * max_model_len (vLLM's embedding limit). */
+static int check_pooling(const xi_engine *e, xi_request_params *q, int n_prompt, char *err,
+                         size_t errlen) {
+    if (q->n != 1) return xi_errf(err, errlen, "n: %d, a pooling request has one output", q->n);
+    if (q->logprobs >= 0 || q->prompt_logprobs >= 0 || q->json_object)
+        return xi_errf(err, errlen, "pooling: logprobs and response_format need generation");
+    if (n_prompt > e->info.max_model_len)
+        return xi_errf(err, errlen, "prompt: %d tokens exceed max_model_len %d", n_prompt,
+                       e->info.max_model_len);
+    q->max_tokens = 1; /* room the request's buffers keep; nothing is ever appended */
+    q->min_tokens = 0;
+    return 0;
+}
+
 /* Apply defaults to q and check every field; err starts with the parameter's name. */
 static int check_request(const xi_engine *e, xi_request_params *q, int n_prompt, char *err,
                          size_t errlen) {
@@ -491,14 +508,15 @@ static int check_request(const xi_engine *e, xi_request_params *q, int n_prompt,
     if (q->prompt_logprobs < -1 || q->prompt_logprobs > XI_SAMPLE_MAX_TOP_LOGPROBS)
         return xi_errf(err, errlen, "prompt_logprobs: %d, must be in [0, %d] (or -1 for none)",
                        q->prompt_logprobs, XI_SAMPLE_MAX_TOP_LOGPROBS);
-    if (n_prompt >= max_len)
-        return xi_errf(err, errlen,
-                       "prompt: %d tokens, but max_model_len is %d: no room to generate",
-                       n_prompt, max_len);
     if (!e->info.enable_chunked_prefill && n_prompt > e->info.max_num_batched_tokens)
         return xi_errf(err, errlen,
                        "prompt: %d tokens exceed max_num_batched_tokens %d (chunked prefill is off)",
                        n_prompt, e->info.max_num_batched_tokens);
+    if (q->pooling) return check_pooling(e, q, n_prompt, err, errlen);
+    if (n_prompt >= max_len)
+        return xi_errf(err, errlen,
+                       "prompt: %d tokens, but max_model_len is %d: no room to generate",
+                       n_prompt, max_len);
     if (q->max_tokens == 0) return xi_errf(err, errlen, "max_tokens: 0, must be >= 1");
     if (q->max_tokens < 0) q->max_tokens = max_len - n_prompt;
     if ((int64_t)n_prompt + q->max_tokens > max_len)

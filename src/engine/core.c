@@ -47,6 +47,8 @@ xi_group *xi_group_new(const xi_request_params *p, const int32_t *prompt, int n_
     g->skip_special = p->skip_special_tokens;
     g->return_logits_hash = p->return_logits_hash;
     g->json_object = p->json_object;
+    g->pooling = p->pooling;
+    g->normalize = p->normalize;
     if (p->cache_salt && *p->cache_salt) ok = ok && (g->cache_salt = xi_strdup(p->cache_salt));
     if (p->n_stop > 0) {
         g->stop = calloc((size_t)p->n_stop, sizeof *g->stop);
@@ -151,8 +153,13 @@ int xi_core_init(xi_core *c, const xi_core_params *p, xi_model *model, xi_kv_sto
     c->lp = xi_calloc(S, sizeof *c->lp);
     c->lp_top = xi_calloc(S * XI_SAMPLE_MAX_TOP_LOGPROBS, sizeof *c->lp_top);
     c->lhash = xi_calloc(S, sizeof *c->lhash);
+    c->hidden_size = xi_model_config(model)->hidden_size;
+    c->pool_row = xi_calloc(S, sizeof *c->pool_row);
+    c->hid_rows = xi_calloc(S, sizeof *c->hid_rows);
+    c->hidden = xi_calloc(S * (size_t)c->hidden_size, sizeof *c->hidden);
     if (!c->tokens || !c->positions || !c->slots || !c->bseqs || !c->sample_row ||
-        !c->sampled || !c->lp || !c->lp_top || !c->lhash || grow_rows(c, (int)S)) {
+        !c->sampled || !c->lp || !c->lp_top || !c->lhash || !c->pool_row || !c->hid_rows ||
+        !c->hidden || grow_rows(c, (int)S)) {
         xi_errf(err, errlen, "max_num_seqs: out of memory for per-step buffers");
         goto fail;
     }
@@ -209,6 +216,10 @@ static void emit(xi_seq *s, const int32_t *new_ids, int n_new,
         o.decode_time = s->t_last_token - s->t_first_token;
     }
     o.logits_hash = lhash;
+    if (s->embedding && fr != XI_FINISH_NONE) {
+        o.embedding = s->embedding;
+        o.n_embedding = s->n_embedding;
+    }
     s->text_sent = text_end;
     if (fr != XI_FINISH_NONE) {
         s->done = 1;
@@ -323,6 +334,9 @@ void xi_core_free(xi_core *c) {
     free(c->lp);
     free(c->lp_top);
     free(c->lhash);
+    free(c->pool_row);
+    free(c->hid_rows);
+    free(c->hidden);
     free(c->rows);
     free(c->row_prompt_pos);
     free(c->row_seq);
@@ -375,7 +389,9 @@ void xi_core_add(xi_core *c, xi_group *g) {
             return;
         }
     }
-    int max_len = (int)XI_MIN((int64_t)g->n_prompt + g->max_tokens, (int64_t)c->p.max_model_len);
+    /* a pooling prompt may fill max_model_len; its one spare slot is never used */
+    int max_len = g->pooling ? g->n_prompt + 1
+                             : (int)XI_MIN((int64_t)g->n_prompt + g->max_tokens, (int64_t)c->p.max_model_len);
     int ok = 1;
     for (int i = 0; ok && i < g->n; i++) {
         xi_seq *s = &g->seqs[i];
@@ -386,7 +402,7 @@ void xi_core_add(xi_core *c, xi_group *g) {
         sp.stop_ids = mask;
         sp.n_stop_ids = m;
         sp.seed = g->seed >= 0 ? (uint64_t)g->seed + (uint64_t)i : xi_rng_next(&c->rng);
-        s->sampler = xi_sampler_new(&sp, g->prompt, g->n_prompt, c->vocab, NULL, 0);
+        if (!g->pooling) s->sampler = xi_sampler_new(&sp, g->prompt, g->n_prompt, c->vocab, NULL, 0);
         xi_request_limits lim = {
             .max_tokens = g->max_tokens,
             .min_tokens = g->min_tokens,
@@ -397,7 +413,7 @@ void xi_core_add(xi_core *c, xi_group *g) {
             /* every prompt row's logits are needed: no cached rows for sample 0 */
             .skip_prefix_cache = g->prompt_logprobs >= 0 && i == 0,
         };
-        ok = s->sampler && xi_request_init(&s->req, g->id, g->prompt, g->n_prompt, &lim,
+        ok = (s->sampler || g->pooling) && xi_request_init(&s->req, g->id, g->prompt, g->n_prompt, &lim,
                                            max_len, c->p.block_size, g->cache_salt, NULL, 0) == 0;
         s->req.user = s;
         xi_detok_init(&s->detok, c->tok, g->skip_special);
@@ -452,7 +468,7 @@ static int build_batch(xi_core *c, xi_batch *b) {
     }
     if (grow_rows(c, need)) return -1;
     double now = xi_now();
-    int T = 0, R = 0;
+    int T = 0, R = 0, H = 0;
     for (int i = 0; i < o->n; i++) {
         xi_request *r = o->reqs[i];
         xi_seq *s = r->user;
@@ -473,8 +489,11 @@ static int build_batch(xi_core *c, xi_batch *b) {
                 c->row_seq[R++] = s;
             }
         }
-        c->sample_row[i] = -1;
-        if (o->sample[i]) {
+        c->sample_row[i] = c->pool_row[i] = -1;
+        if (o->sample[i] && s->grp->pooling) {
+            c->hid_rows[H] = T + len - 1;
+            c->pool_row[i] = H++;
+        } else if (o->sample[i]) {
             c->rows[R] = T + len - 1;
             c->row_prompt_pos[R] = -1;
             c->row_seq[R] = s;
@@ -484,7 +503,8 @@ static int build_batch(xi_core *c, xi_batch *b) {
     }
     *b = (xi_batch){.n_tokens = T, .tokens = c->tokens, .positions = c->positions,
                     .slots = c->slots, .n_seqs = o->n, .seqs = c->bseqs, .n_logits = R,
-                    .logits_rows = c->rows};
+                    .logits_rows = c->rows, .n_hidden = H,
+                    .hidden_rows = c->hid_rows, .hidden = c->hidden};
     return 0;
 }
 
@@ -497,6 +517,35 @@ static void score_prompt_rows(xi_core *c, int n_rows) {
         int ntop = g->prompt_logprobs;
         xi_sample_logprobs(c->logits + (size_t)k * c->vocab, c->vocab, g->prompt[pos], ntop,
                            &g->plp[pos], g->plp_top + (size_t)pos * (size_t)(ntop ? ntop : 1));
+    }
+}
+
+/* v / max(|v|, 1e-12), as torch's F.normalize; the sum runs in one fixed order. */
+static void l2_normalize(float *v, int n) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)v[i] * v[i];
+    const double inv = 1.0 / fmax(sqrt(ss), 1e-12);
+    for (int i = 0; i < n; i++) v[i] = (float)(v[i] * inv);
+}
+
+/* Pooling sequences whose prompt completed this step: the last row's final hidden state
+ * (normalised when asked) is their one output, and they finish before update() could append
+ * a token. Their blocks stay in the prefix cache like any finished request's. */
+static void finish_pooled(xi_core *c) {
+    const xi_sched_out *o = &c->sched.out;
+    const double now = xi_now();
+    for (int i = 0; i < o->n; i++) {
+        if (c->pool_row[i] < 0) continue;
+        xi_seq *s = o->reqs[i]->user;
+        float *v = c->hidden + (size_t)c->pool_row[i] * (size_t)c->hidden_size;
+        if (s->grp->normalize) l2_normalize(v, c->hidden_size);
+        s->t_first_token = s->t_last_token = now;
+        c->prompt_tokens_total += s->grp->n_prompt;
+        xi_sched_finish(&c->sched, &s->req, XI_REQ_FINISHED_STOP);
+        s->embedding = v;
+        s->n_embedding = c->hidden_size;
+        emit(s, NULL, 0, NULL, 0, 0, XI_FINISH_STOP);
+        s->embedding = NULL;
     }
 }
 
@@ -526,6 +575,7 @@ int xi_core_step(xi_core *c, char *err, size_t errlen) {
         return -1;
     }
     score_prompt_rows(c, b.n_logits);
+    finish_pooled(c);
     for (int i = 0; i < o->n; i++) {
         if (c->sample_row[i] < 0) continue;
         xi_seq *s = o->reqs[i]->user;

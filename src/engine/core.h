@@ -46,6 +46,8 @@ typedef struct xi_seq {
     int done;               /* its final output was emitted */
     const char *stop_reason; /* borrowed from grp->stop */
     xi_json_fsm json;       /* the output so far, for a json_object group */
+    const float *embedding; /* pooling: the vector its final event carries, else NULL */
+    int n_embedding;
     double t_first_sched, t_first_token, t_last_token;
 } xi_seq;
 
@@ -71,6 +73,7 @@ struct xi_group {
     int include_stop_str;
     int logprobs, prompt_logprobs, skip_special, return_logits_hash;
     int json_object;        /* output held to one JSON object (engine/guide) */
+    int pooling, normalize; /* prefill only; the last row's hidden state is the output */
     int32_t *end_ids;       /* [n_end]: EOS then the stop ids, the tokens that end it */
     int n_end;
     char *cache_salt;       /* owned or NULL */
@@ -119,6 +122,10 @@ typedef struct xi_core {
     xi_token_logprob *lp;   /* [max_num_seqs] this step's sampled-token logprobs */
     xi_top_logprob *lp_top; /* [max_num_seqs * 20] */
     uint64_t *lhash;        /* [max_num_seqs] logits-row hashes */
+    int hidden_size;
+    int32_t *pool_row;      /* [max_num_seqs] hidden row of scheduled seq i (pooling), or -1 */
+    int32_t *hid_rows;      /* [max_num_seqs] flat rows whose hidden states are wanted */
+    float *hidden;          /* [max_num_seqs, hidden_size] */
     /* counters */
     int64_t prompt_tokens_total, generation_tokens_total, steps;
     /* seconds spent per stage over all steps: scheduler + block manager (schedule and

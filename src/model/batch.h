@@ -25,6 +25,10 @@ typedef struct xi_batch {
     int32_t n_logits;
     const int32_t *logits_rows;  /* [n_logits] flat rows whose logits are wanted, in the
                                     order they are written to the logits output */
+    int32_t n_hidden;
+    const int32_t *hidden_rows;  /* [n_hidden] flat rows whose final hidden states are wanted */
+    float *hidden;               /* [n_hidden][hidden_size] out: those rows after the final
+                                    RMSNorm, before lm_head (pooling requests) */
 } xi_batch;
 
 #endif

@@ -3,7 +3,7 @@
  *   x = embed(tokens)
  *   per layer: h = rmsnorm(x); q,k,v = h W^T (+ bias); rope(q, k); store k,v in the paged
  *              KV cache; x += attn(q, cache) Wo^T; h = rmsnorm(x); x += down(silu(gate h) * up h)
- *   logits = rmsnorm(x[rows]) lm_head^T
+ *   logits = rmsnorm(x[rows]) lm_head^T;  hidden = rmsnorm(x[hidden_rows]) (pooling)
  *
  * Every row is computed with the same operations in the same order whatever else is in the
  * batch: matmuls split along output columns, attention runs per (token, head) over keys in
@@ -185,6 +185,9 @@ static int check_batch(const xi_model *m, const xi_kv_store *kv, const xi_batch 
     for (int i = 0; i < b->n_logits; i++)
         if (b->logits_rows[i] < 0 || b->logits_rows[i] >= b->n_tokens)
             return xi_errf(err, errlen, "batch: logits row %d out of range", b->logits_rows[i]);
+    for (int i = 0; i < b->n_hidden; i++)
+        if (b->hidden_rows[i] < 0 || b->hidden_rows[i] >= b->n_tokens)
+            return xi_errf(err, errlen, "batch: hidden row %d out of range", b->hidden_rows[i]);
     return 0;
 }
 
@@ -237,5 +240,9 @@ int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *log
         run_norm(m, m->hlast, m->hlast, m->final_norm, b->n_logits);
         xi_matmul(m->pool, m->ops, logits, m->hlast, b->n_logits, &m->lm_head, NULL);
     }
+    for (int i = 0; i < b->n_hidden; i++)
+        memcpy(b->hidden + (int64_t)i * h, m->x + (int64_t)b->hidden_rows[i] * h,
+               (size_t)h * sizeof(float));
+    if (b->n_hidden > 0) run_norm(m, b->hidden, b->hidden, m->final_norm, b->n_hidden);
     return 0;
 }
