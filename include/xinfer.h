@@ -141,6 +141,8 @@ typedef struct xi_request_params {
                                        state (last-token pooling); n must be 1, the sampling
                                        fields are ignored, the prompt may fill max_model_len */
     int normalize;                  /* pooling: L2-normalise the vector (1) */
+    int dimensions;                 /* pooling: keep the first this many values, before
+                                       normalising (matryoshka); 0: all hidden_size */
 } xi_request_params;
 
 void xi_request_params_default(xi_request_params *p);

@@ -164,8 +164,9 @@ static json_t *qwen2_ref(int32_t ids[][128], int *lens) {
     return ref;
 }
 
-/* normalize=1 gives v / |v| of the raw vector, to float rounding, and unit length. */
-TEST(test_embedding_normalized_is_raw_over_its_norm) {
+/* normalize=1 gives v / |v| of the raw vector, to float rounding, and unit length;
+ * dimensions=16 the first 16 raw values over their own norm. */
+TEST(test_embedding_normalized_and_cut_dimensions_are_raw_over_their_norm) {
     static int32_t ids[8][128];
     int lens[8];
     json_t *ref = qwen2_ref(ids, lens);
@@ -185,6 +186,19 @@ TEST(test_embedding_normalized_is_raw_over_its_norm) {
     CHECKF(sqrt(ss) > 1.5, "raw norm %g: the raw vector looks normalised already", sqrt(ss));
     CHECK_NEAR(uu, 1.0, 1e-6);
     for (int d = 0; d < raw.n; d++) CHECK_NEAR(unit.v[d], raw.v[d] / sqrt(ss), 1e-7);
+    /* matryoshka: the first 16 values of the raw vector, normalised again */
+    xi_request_params rp;
+    pool_params(&rp, ids[1], lens[1], 1);
+    rp.dimensions = 16;
+    emb_out cut;
+    char err[256];
+    CHECK(xi_engine_submit(e, &rp, on_emb, &cut, err, sizeof err) >= 0);
+    CHECK(run_until_idle(e) > 0);
+    CHECK_EQ(cut.n, 16);
+    double s16 = 0;
+    for (int d = 0; d < 16; d++) s16 += (double)raw.v[d] * raw.v[d];
+    for (int d = 0; d < 16; d++) CHECK_NEAR(cut.v[d], raw.v[d] / sqrt(s16), 1e-7);
+    CHECK(fabs(cut.v[0] - unit.v[0]) > 1e-4); /* renormalised, not just cut */
     json_decref(ref);
     xi_engine_close(e);
 }
@@ -283,6 +297,8 @@ TEST(test_embedding_request_errors_name_the_parameter) {
     EXPECT_POOL_ERR(rp.n = 2, "n:");
     EXPECT_POOL_ERR(rp.logprobs = 1, "pooling:");
     EXPECT_POOL_ERR(rp.prompt_logprobs = 0, "pooling:");
+    EXPECT_POOL_ERR(rp.dimensions = 65, "dimensions:");
+    EXPECT_POOL_ERR(rp.dimensions = -1, "dimensions:");
     EXPECT_POOL_ERR(rp.n_prompt_ids = 33, "prompt:");
     CHECKF(strstr(err, "33") && strstr(err, "32"), "%s", err);
 #undef EXPECT_POOL_ERR

@@ -457,6 +457,9 @@ static int check_pooling(const xi_engine *e, xi_request_params *q, int n_prompt,
     if (q->n != 1) return xi_errf(err, errlen, "n: %d, a pooling request has one output", q->n);
     if (q->logprobs >= 0 || q->prompt_logprobs >= 0 || q->json_object)
         return xi_errf(err, errlen, "pooling: logprobs and response_format need generation");
+    if (q->dimensions < 0 || q->dimensions > e->info.hidden_size)
+        return xi_errf(err, errlen, "dimensions: %d, must be in [1, %d] (the hidden size)",
+                       q->dimensions, e->info.hidden_size);
     if (n_prompt > e->info.max_model_len)
         return xi_errf(err, errlen, "prompt: %d tokens exceed max_model_len %d", n_prompt,
                        e->info.max_model_len);

@@ -49,6 +49,7 @@ xi_group *xi_group_new(const xi_request_params *p, const int32_t *prompt, int n_
     g->json_object = p->json_object;
     g->pooling = p->pooling;
     g->normalize = p->normalize;
+    g->dimensions = p->dimensions;
     if (p->cache_salt && *p->cache_salt) ok = ok && (g->cache_salt = xi_strdup(p->cache_salt));
     if (p->n_stop > 0) {
         g->stop = calloc((size_t)p->n_stop, sizeof *g->stop);
@@ -529,8 +530,9 @@ static void l2_normalize(float *v, int n) {
 }
 
 /* Pooling sequences whose prompt completed this step: the last row's final hidden state
- * (normalised when asked) is their one output, and they finish before update() could append
- * a token. Their blocks stay in the prefix cache like any finished request's. */
+ * (cut to its first `dimensions` values, then normalised when asked) is their one output,
+ * and they finish before update() could append a token. Their blocks stay in the prefix
+ * cache like any finished request's. */
 static void finish_pooled(xi_core *c) {
     const xi_sched_out *o = &c->sched.out;
     const double now = xi_now();
@@ -538,12 +540,13 @@ static void finish_pooled(xi_core *c) {
         if (c->pool_row[i] < 0) continue;
         xi_seq *s = o->reqs[i]->user;
         float *v = c->hidden + (size_t)c->pool_row[i] * (size_t)c->hidden_size;
-        if (s->grp->normalize) l2_normalize(v, c->hidden_size);
+        const int n = s->grp->dimensions > 0 ? s->grp->dimensions : c->hidden_size;
+        if (s->grp->normalize) l2_normalize(v, n);
         s->t_first_token = s->t_last_token = now;
         c->prompt_tokens_total += s->grp->n_prompt;
         xi_sched_finish(&c->sched, &s->req, XI_REQ_FINISHED_STOP);
         s->embedding = v;
-        s->n_embedding = c->hidden_size;
+        s->n_embedding = n;
         emit(s, NULL, 0, NULL, 0, 0, XI_FINISH_STOP);
         s->embedding = NULL;
     }

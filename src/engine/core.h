@@ -74,6 +74,7 @@ struct xi_group {
     int logprobs, prompt_logprobs, skip_special, return_logits_hash;
     int json_object;        /* output held to one JSON object (engine/guide) */
     int pooling, normalize; /* prefill only; the last row's hidden state is the output */
+    int dimensions;         /* pooling: values kept (0: all) */
     int32_t *end_ids;       /* [n_end]: EOS then the stop ids, the tokens that end it */
     int n_end;
     char *cache_salt;       /* owned or NULL */
