@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "hub/hub.h"
+#include "server/embeddings.h"
 #include "server/serve_args.h"
 #include "server/server.h"
 
@@ -167,6 +168,16 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     a.engine.model_dir = model_dir;
+    const int pooling = xi_pooling_resolve(a.runner, model_dir, err, sizeof err);
+    if (pooling < 0) {
+        fprintf(stderr, "xinfer serve: %s\n", err);
+        xi_server_free(srv);
+        free(chat_template);
+        free(model_dir);
+        return 1;
+    }
+    xi_server_set_pooling(srv, pooling);
+    if (pooling) xi_srv_log("runner: pooling (last-token; /v1/embeddings, no completions)");
     if (isatty(STDERR_FILENO)) a.engine.load_progress = load_progress;
     xi_srv_log("loading %s", model_dir);
     xi_engine *eng = xi_engine_open(&a.engine, err, sizeof err);

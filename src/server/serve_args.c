@@ -104,7 +104,7 @@ typedef enum {
     F_BLOCK_SIZE, F_KV_BYTES, F_GPU_UTIL, F_SEED, F_GEN_CONFIG, F_CHAT_TEMPLATE, F_TP, F_PP,
     F_THREADS, F_MAX_QUEUE, F_UDS, F_DISABLE_LOG_REQ, F_ENABLE_LOG_REQ, F_DISABLE_LOG_STATS,
     F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_MAX_BODY, F_SHUTDOWN, F_HELP,
-    F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_ONLY,
+    F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_ONLY,
     F_IGNORED, F_REFUSED,
 } flag_id;
 
@@ -157,6 +157,8 @@ static const flag_def flags[] = {
     {"--enable-auto-tool-choice", NULL, F_AUTO_TOOL, 0, "          parse tool calls out of chat outputs (needs --tool-call-parser)"},
     {"--tool-call-parser", NULL, F_TOOL_PARSER, 1, "NAME      the models' tool-call format: hermes (Qwen2.5, Qwen3), llama3_json (Llama 3.x)"},
     {"--reasoning-parser", NULL, F_REASONING, 1, "NAME      split <think> reasoning from chat answers: deepseek_r1, qwen3"},
+    {"--runner", NULL, F_RUNNER, 1, "KIND      auto (pooling for a sentence-transformers last-token folder)|generate|pooling (/v1/embeddings)"},
+    {"--task", NULL, F_TASK, 1, "TASK      older spelling of --runner: auto|generate|embed (= pooling)"},
     {"--help", "-h", F_HELP, 0, "          this text"},
     /* vLLM flags that tune things xinfer does not have: accepted, changing nothing. */
     {"--enforce-eager", NULL, F_IGNORED, 0, NULL},
@@ -298,6 +300,8 @@ static const char *const kv_dtypes[] = {"auto", "float16", "bfloat16", "float32"
                                         "fp8_e4m3", "fp8_e5m2", NULL};
 static const char *const quants[] = {"auto", "awq", "awq_marlin", "int8", "none", NULL};
 static const char *const load_formats[] = {"auto", "mmap", "safetensors", NULL};
+static const char *const runners[] = {"auto", "generate", "pooling", NULL};
+static const char *const tasks[] = {"auto", "generate", "embed", "embedding", NULL};
 
 static const char *canonical_dtype(const char *s) {
     if (!strcmp(s, "half")) return "float16";
@@ -416,6 +420,14 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
         return fail(err, errlen, "%s %s is not supported by xinfer (it does %s)", f->name, v, f->help);
     }
     case F_OVERRIDE_GEN: return parse_overrides(e, v, err, errlen);
+    case F_RUNNER:
+        if (one_of(flag, v, runners, err, errlen)) return -1;
+        a->runner = v;
+        return 0;
+    case F_TASK:
+        if (one_of(flag, v, tasks, err, errlen)) return -1;
+        a->runner = !strncmp(v, "embed", 5) ? "pooling" : v;
+        return 0;
     }
     return fail(err, errlen, "%s: unhandled flag", flag);
 }
@@ -427,6 +439,7 @@ int xi_serve_args_parse(xi_serve_args *a, int argc, char **argv,
     xi_engine_params_default(&a->engine);
     a->host = "0.0.0.0";
     a->port = 8000;
+    a->runner = "auto";
     a->max_body_bytes = 32LL << 20;
     a->shutdown_timeout = 10.0;
     const char *positional = NULL, *model_flag = NULL;

@@ -28,6 +28,7 @@ typedef struct xi_serve_args {
     int enable_auto_tool_choice;    /* --enable-auto-tool-choice */
     const char *tool_call_parser;   /* --tool-call-parser NAME (a supported one) or NULL */
     const char *reasoning_parser;   /* --reasoning-parser NAME (a supported one) or NULL */
+    const char *runner;             /* --runner (--task): "auto", "generate" or "pooling" */
     int enable_log_requests;
     int disable_log_stats;
     int64_t max_body_bytes;         /* request bodies above this get 413 (32 MiB) */

@@ -2,6 +2,7 @@
  * connection, so a handler may wait for the engine without holding up other clients; the
  * engine itself never waits for a connection (see completion.c). */
 #include "server/server_internal.h"
+#include "server/embeddings.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -211,7 +212,7 @@ static enum MHD_Result route_metrics(xi_server *s, xi_engine *eng, struct MHD_Co
 /* ---- routing ------------------------------------------------------------------------------ */
 
 typedef enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_VERSION, R_TOKENIZE,
-               R_DETOKENIZE, R_METRICS } route_id;
+               R_DETOKENIZE, R_METRICS, R_EMBEDDINGS } route_id;
 
 static const struct {
     const char *path, *method;
@@ -221,6 +222,7 @@ static const struct {
     {"/v1/chat/completions", "POST", R_CHAT, 1},
     {"/v1/completions", "POST", R_COMPLETIONS, 1},
     {"/v1/models", "GET", R_MODELS, 1},
+    {"/v1/embeddings", "POST", R_EMBEDDINGS, 1},
     {"/tokenize", "POST", R_TOKENIZE, 1},
     {"/detokenize", "POST", R_DETOKENIZE, 1},
     {"/health", "GET", R_HEALTH, 0},
@@ -315,8 +317,13 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
         return xi_srv_respond(c, eng && !atomic_load(&s->stopping) ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
                               NULL, strdup(""));
     if (!eng) return fail_status(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "the model is still loading");
-    if (atomic_load(&s->stopping) && (st->route == R_CHAT || st->route == R_COMPLETIONS))
+    const int work = st->route == R_CHAT || st->route == R_COMPLETIONS || st->route == R_EMBEDDINGS;
+    if (atomic_load(&s->stopping) && work)
         return fail_status(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "the server is shutting down");
+    if (s->cfg.pooling && (st->route == R_CHAT || st->route == R_COMPLETIONS))
+        return fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, st->route == R_CHAT
+                           ? "The model does not support Chat Completions API (it is served with --runner pooling: use /v1/embeddings)"
+                           : "The model does not support Completions API (it is served with --runner pooling: use /v1/embeddings)");
     const char *body = st->body ? st->body : "";
     switch (st->route) {
     case R_CHAT: return xi_job_handle(s, c, 1, body, st->len, &st->job);
@@ -325,6 +332,7 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
     case R_TOKENIZE: return route_tokenize(s, eng, c, body, st->len);
     case R_DETOKENIZE: return route_detokenize(s, eng, c, body, st->len);
     case R_METRICS: return route_metrics(s, eng, c);
+    case R_EMBEDDINGS: return xi_embeddings_handle(s, c, body, st->len);
     default: return MHD_NO;
     }
 }

@@ -1,5 +1,6 @@
 /* server: the HTTP front of `xinfer serve` (libmicrohttpd, one thread per connection).
- * Routes: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize; GET /v1/models,
+ * Routes: POST /v1/chat/completions, /v1/completions, /v1/embeddings (embeddings.c),
+ * /tokenize, /detokenize; GET /v1/models,
  * /health, /version, /metrics. The owner (cmd_serve) creates the listening socket, starts the
  * server, opens the engine and hands it over with xi_server_set_engine; until then every route
  * but /health and /version answers 503. All functions belong to the owning thread. */
@@ -23,6 +24,7 @@ typedef struct xi_server_config {
     int log_requests;
     const char *tool_parser;         /* parse tool calls out of chat outputs ("hermes"), or NULL */
     const char *reasoning_parser;    /* split reasoning out of chat outputs, or NULL */
+    int pooling;                     /* a pooling model: /v1/embeddings, no completions */
 } xi_server_config;
 
 /* A listening socket on host:port (port 0: a free one, written to *bound_port) or on the
