@@ -1,0 +1,268 @@
+/* POST /v1/embeddings through real sockets (curl) on an in-process engine and server:
+ * every input form gives the same vectors, base64 decodes to the float answer's bits,
+ * dimensions and normalize, usage and metrics, the 4xx answers; --runner / --task and the
+ * sentence-transformers folder check. */
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "server/embeddings.h"
+#include "server/serve_args.h"
+#include "server/server.h"
+#include "test.h"
+
+#define QWEN2 "models/qwen2-tiny-random"
+
+static xi_server *serve(const char *model, int pooling, xi_engine **eng, int *port) {
+    static const char *const names[] = {"emb"};
+    char err[512] = "";
+    xi_engine_params p;
+    xi_engine_params_default(&p);
+    p.model_dir = xi_test_data(model);
+    p.kv_cache_memory_bytes = 4 << 20;
+    p.max_model_len = 64;
+    p.n_threads = 1;
+    *eng = xi_engine_open(&p, err, sizeof err);
+    if (!*eng || xi_engine_start(*eng, err, sizeof err)) {
+        fprintf(stderr, "    engine: %s\n", err);
+        return NULL;
+    }
+    int fd = xi_server_listen("127.0.0.1", 0, NULL, port, err, sizeof err);
+    xi_server_config cfg = {.served_names = names, .n_served_names = 1, .model_path = "/m",
+                            .max_body_bytes = 1 << 20, .pooling = pooling};
+    xi_server *s = fd >= 0 ? xi_server_start(&cfg, fd, err, sizeof err) : NULL;
+    if (!s || xi_server_set_engine(s, *eng, err, sizeof err)) {
+        fprintf(stderr, "    server: %s\n", err);
+        return NULL;
+    }
+    return s;
+}
+
+static void shut(xi_server *s, xi_engine *e) {
+    xi_server_stop(s);
+    xi_engine_close(e);
+    xi_server_free(s);
+}
+
+/* POST body to path; the HTTP status into *status, the body returned (heap). */
+__attribute__((noinline)) static char *post(int port, const char *path, const char *body, int *status) {
+    char file[600], cmd[1400];
+    snprintf(file, sizeof file, "%s/body.json", xi_test_tmpdir());
+    FILE *f = fopen(file, "w");
+    if (!f) return NULL;
+    fputs(body, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "curl -s -m 20 -w '\\n%%{http_code}' -H 'Content-Type: application/json' "
+             "--data-binary @%s http://127.0.0.1:%d%s", file, port, path);
+    char *out = NULL;
+    xi_test_run(cmd, &out);
+    char *nl = out ? strrchr(out, '\n') : NULL;
+    *status = nl ? atoi(nl + 1) : -1;
+    if (nl) *nl = 0;
+    return out;
+}
+
+/* data[i].embedding of a 200 answer as floats (float or base64 form); count or -1. */
+static int vectors(const char *body, float out[][64], int max) {
+    json_t *j = json_loads(body, 0, NULL);
+    json_t *data = json_object_get(j, "data");
+    int n = (int)json_array_size(data);
+    for (int i = 0; i < n && i < max; i++) {
+        json_t *d = json_array_get(data, (size_t)i);
+        json_t *emb = json_object_get(d, "embedding");
+        if (json_integer_value(json_object_get(d, "index")) != i) n = -1;
+        if (json_is_string(emb)) {
+            unsigned char raw[64 * 4 + 8];
+            size_t len = json_string_length(emb);
+            if (len > 4 * ((sizeof raw - 8) / 3 + 1)) n = -1;
+            int k = n < 0 ? -1 : EVP_DecodeBlock(raw, (const unsigned char *)json_string_value(emb), (int)len);
+            int pad = len >= 2 ? (json_string_value(emb)[len - 1] == '=') + (json_string_value(emb)[len - 2] == '=') : 0;
+            if (k < 0 || (k - pad) % 4) n = -1;
+            for (int v = 0; n >= 0 && v < (k - pad) / 4; v++) {
+                uint32_t u = 0;
+                for (int b = 0; b < 4; b++) u |= (uint32_t)raw[v * 4 + b] << (8 * b);
+                memcpy(&out[i][v], &u, 4);
+            }
+        } else {
+            for (size_t v = 0; v < json_array_size(emb) && v < 64; v++)
+                out[i][v] = (float)json_real_value(json_array_get(emb, v));
+        }
+    }
+    json_decref(j);
+    return n;
+}
+
+static long usage_prompt(const char *body) {
+    json_t *j = json_loads(body, 0, NULL);
+    long n = (long)json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens"));
+    json_decref(j);
+    return n;
+}
+
+TEST(test_serve_embeddings_every_input_form_gives_the_same_bits) {
+    xi_engine *eng;
+    int port, st;
+    xi_server *s = serve(QWEN2, 1, &eng, &port);
+    CHECK(s);
+    static float a[4][64], b[4][64], c[4][64], d[4][64];
+    char *o = post(port, "/v1/embeddings", "{\"model\":\"emb\",\"input\":[\"Hello\",\"The quick brown fox\"]}", &st);
+    CHECKF(st == 200, "%d %s", st, o);
+    CHECK_EQ(vectors(o, a, 4), 2);
+    CHECKF(strstr(o, "\"object\":\"list\"") && strstr(o, "\"model\":\"emb\"") && strstr(o, "\"id\":\"embd-"), "%s", o);
+    const long both = usage_prompt(o);
+    o = post(port, "/v1/embeddings", "{\"input\":\"The quick brown fox\"}", &st);
+    CHECKF(st == 200, "%d %s", st, o);
+    CHECK_EQ(vectors(o, b, 4), 1);
+    CHECK_EQ(usage_prompt(o) + 1, both); /* "Hello" is one token */
+    CHECK(!memcmp(a[1], b[0], sizeof a[1]));
+    /* ids: one list, and a list of lists; Hello = 9707 */
+    o = post(port, "/v1/embeddings", "{\"input\":[9707]}", &st);
+    CHECK_EQ(vectors(o, c, 4), 1);
+    CHECK(!memcmp(a[0], c[0], sizeof a[0]));
+    o = post(port, "/v1/embeddings", "{\"input\":[[9707],[9707]],\"encoding_format\":\"base64\"}", &st);
+    CHECKF(st == 200 && strstr(o, "\"embedding\":\""), "%d %s", st, o);
+    CHECK_EQ(vectors(o, d, 4), 2);
+    CHECK(!memcmp(a[0], d[0], sizeof a[0]) && !memcmp(a[0], d[1], sizeof a[0]));
+    double n2 = 0;
+    for (int k = 0; k < 64; k++) n2 += (double)a[0][k] * a[0][k];
+    CHECK_NEAR(n2, 1.0, 1e-6);
+    CHECK(memcmp(a[0], a[1], sizeof a[0]));
+    /* dimensions: the first 8 raw values, normalised again; normalize false: the raw vector */
+    o = post(port, "/v1/embeddings", "{\"input\":\"Hello\",\"normalize\":false}", &st);
+    CHECK_EQ(vectors(o, b, 4), 1);
+    o = post(port, "/v1/embeddings", "{\"input\":\"Hello\",\"dimensions\":8}", &st);
+    CHECKF(st == 200, "%d %s", st, o);
+    CHECK_EQ(vectors(o, c, 4), 1);
+    json_t *j = json_loads(o, 0, NULL);
+    CHECK_EQ(json_array_size(json_object_get(json_array_get(json_object_get(j, "data"), 0), "embedding")), 8);
+    json_decref(j);
+    double raw = 0, r8 = 0;
+    for (int k = 0; k < 64; k++) raw += (double)b[0][k] * b[0][k];
+    for (int k = 0; k < 8; k++) r8 += (double)b[0][k] * b[0][k];
+    CHECKF(raw > 2, "raw norm^2 %g", raw);
+    for (int k = 0; k < 64; k++) CHECK_NEAR(a[0][k], b[0][k] / sqrt(raw), 1e-7);
+    for (int k = 0; k < 8; k++) CHECK_NEAR(c[0][k], b[0][k] / sqrt(r8), 1e-7);
+    /* every prompt token counted once in the metrics: 2+1 ... of the requests above */
+    char cmd[256], *m = NULL;
+    snprintf(cmd, sizeof cmd, "curl -s http://127.0.0.1:%d/metrics", port);
+    xi_test_run(cmd, &m);
+    char want[128];
+    snprintf(want, sizeof want, "vllm:prompt_tokens_total{model_name=\"emb\"} %ld\n", both * 2 - 1 + 1 + 2 + 1 + 1);
+    CHECKF(m && strstr(m, want), "want %s in %s", want, m);
+    shut(s, eng);
+}
+
+TEST(test_serve_embeddings_bad_requests_are_4xx) {
+    xi_engine *eng;
+    int port, st;
+    xi_server *s = serve(QWEN2, 1, &eng, &port);
+    CHECK(s);
+    static const struct { const char *body, *param; int status; } cases[] = {
+        {"{\"input\":\"x\",\"dimensions\":65}", "dimensions", 400},
+        {"{\"input\":\"x\",\"dimensions\":0}", "dimensions", 400},
+        {"{\"input\":\"x\",\"encoding_format\":\"hex\"}", "encoding_format", 400},
+        {"{\"input\":\"x\",\"normalize\":1}", "normalize", 400},
+        {"{}", "input", 400},
+        {"{\"input\":[]}", "input", 400},
+        {"{\"input\":\"\"}", "input", 400},
+        {"{\"input\":[\"a\",3]}", "input", 400},
+        {"{\"input\":[[1],[]]}", "input", 400},
+        {"{\"input\":[-1]}", "input", 400},
+        {"{\"input\":[151936]}", "input", 400},
+        {"{\"input\":{\"a\":1}}", "input", 400},
+        {"{\"input\":\"x\",\"model\":\"other\"}", "model", 404},
+        {"{\"input\":\"x\",\"truncate_prompt_tokens\":0}", "truncate_prompt_tokens", 400},
+        {"[1,2]", NULL, 400},
+        {"{\"input\":", NULL, 400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *o = post(port, "/v1/embeddings", cases[i].body, &st);
+        CHECKF(st == cases[i].status, "%s: %d %s", cases[i].body, st, o);
+        char want[96];
+        if (cases[i].param) snprintf(want, sizeof want, "\"param\":\"%s\"", cases[i].param);
+        else snprintf(want, sizeof want, "\"error\"");
+        CHECKF(o && strstr(o, want), "%s: %s", cases[i].body, o);
+    }
+    /* 65 tokens against max_model_len 64, and the same cut to its last 64 tokens */
+    char body[1024] = "{\"input\":[";
+    for (int i = 0; i < 65; i++) snprintf(body + strlen(body), sizeof body - strlen(body), "%s%d", i ? "," : "", 100 + i);
+    strcat(body, "]");
+    char body2[1100];
+    snprintf(body2, sizeof body2, "%s, \"truncate_prompt_tokens\": 64}", body);
+    strcat(body, "}");
+    char *o = post(port, "/v1/embeddings", body, &st);
+    CHECKF(st == 400 && strstr(o, "maximum context length is 64 tokens"), "%d %s", st, o);
+    o = post(port, "/v1/embeddings", body2, &st);
+    CHECKF(st == 200 && usage_prompt(o) == 64, "%d %s", st, o);
+    /* a pooling model generates nothing */
+    o = post(port, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &st);
+    CHECKF(st == 400 && strstr(o, "does not support Chat Completions API"), "%d %s", st, o);
+    o = post(port, "/v1/completions", "{\"prompt\":\"hi\"}", &st);
+    CHECKF(st == 400 && strstr(o, "does not support Completions API"), "%d %s", st, o);
+    shut(s, eng);
+}
+
+TEST(test_serve_embeddings_from_a_generative_model_is_400) {
+    xi_engine *eng;
+    int port, st;
+    xi_server *s = serve("models/stories260K", 0, &eng, &port);
+    CHECK(s);
+    char *o = post(port, "/v1/embeddings", "{\"input\":\"Once\"}", &st);
+    CHECKF(st == 400 && strstr(o, "does not support Embeddings API") && strstr(o, "--runner pooling"), "%d %s", st, o);
+    o = post(port, "/v1/completions", "{\"prompt\":\"Once\",\"max_tokens\":2}", &st);
+    CHECKF(st == 200, "%d %s", st, o);
+    shut(s, eng);
+}
+
+static void write_file(const char *dir, const char *name, const char *text) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static const char *no_env(const char *name) { (void)name; return NULL; }
+static int is_dir(const char *p) { (void)p; return 1; }
+
+TEST(test_serve_runner_flags_and_sentence_transformers_detection) {
+    xi_serve_args a;
+    char err[512] = "";
+    char *argv1[] = {"serve", "/m", "--task", "embed", NULL};
+    CHECKF(xi_serve_args_parse(&a, 4, argv1, no_env, is_dir, err, sizeof err) == 0, "%s", err);
+    CHECK_STR(a.runner, "pooling");
+    char *argv2[] = {"serve", "/m", "--runner=pooling", NULL};
+    CHECK(xi_serve_args_parse(&a, 3, argv2, no_env, is_dir, err, sizeof err) == 0);
+    CHECK_STR(a.runner, "pooling");
+    char *argv3[] = {"serve", "/m", "--runner", "draft", NULL};
+    CHECK(xi_serve_args_parse(&a, 4, argv3, no_env, is_dir, err, sizeof err) == -1);
+    CHECKF(strstr(err, "--runner"), "%s", err);
+    char *argv4[] = {"serve", "/m", NULL};
+    CHECK(xi_serve_args_parse(&a, 2, argv4, no_env, is_dir, err, sizeof err) == 0);
+    CHECK_STR(a.runner, "auto");
+
+    const char *dir = xi_test_tmpdir();
+    CHECK_EQ(xi_pooling_resolve("auto", dir, err, sizeof err), 0); /* a plain folder */
+    CHECK_EQ(xi_pooling_resolve("pooling", dir, err, sizeof err), 1);
+    write_file(dir, "modules.json",
+               "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":\"sentence_transformers.models.Transformer\"},"
+               "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":\"sentence_transformers.models.Pooling\"},"
+               "{\"idx\":2,\"name\":\"2\",\"path\":\"2_Normalize\",\"type\":\"sentence_transformers.models.Normalize\"}]");
+    err[0] = 0;
+    CHECK_EQ(xi_pooling_resolve("auto", dir, err, sizeof err), -1); /* Pooling listed, no config */
+    CHECKF(strstr(err, "1_Pooling/config.json"), "%s", err);
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/1_Pooling", dir);
+    CHECK(mkdir(sub, 0755) == 0);
+    write_file(sub, "config.json", "{\"word_embedding_dimension\":1024,\"pooling_mode_cls_token\":false,"
+               "\"pooling_mode_mean_tokens\":false,\"pooling_mode_lasttoken\":true}");
+    CHECK_EQ(xi_pooling_resolve("auto", dir, err, sizeof err), 1);
+    CHECK_EQ(xi_pooling_resolve("generate", dir, err, sizeof err), 0);
+    write_file(sub, "config.json", "{\"pooling_mode_mean_tokens\":true,\"pooling_mode_lasttoken\":false}");
+    CHECK_EQ(xi_pooling_resolve("auto", dir, err, sizeof err), -1);
+    CHECKF(strstr(err, "pooling_mode_mean_tokens") && strstr(err, "last-token"), "%s", err);
+}
