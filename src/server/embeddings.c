@@ -302,8 +302,7 @@ static int served(xi_server *s, const char *name) {
     return !name;
 }
 
-enum MHD_Result xi_embeddings_handle(xi_server *s, struct MHD_Connection *c, const char *body,
-                                     size_t len) {
+static enum MHD_Result handle(xi_server *s, struct MHD_Connection *c, const char *body, size_t len) {
     xi_oai_error e;
     if (!s->cfg.pooling) {
         xi_oai_fail(&e, 400, NULL, "The model does not support Embeddings API (it is served as a generative model; start it with --runner pooling)");
@@ -369,6 +368,19 @@ fail:
     ret = xi_srv_respond_error(c, &e);
     json_decref(root);
     job_release(j);
+    return ret;
+}
+
+/* Counted among the server's requests in flight, so a graceful shutdown waits for it. */
+enum MHD_Result xi_embeddings_handle(xi_server *s, struct MHD_Connection *c, const char *body,
+                                     size_t len) {
+    pthread_mutex_lock(&s->mu);
+    s->n_jobs++;
+    pthread_mutex_unlock(&s->mu);
+    enum MHD_Result ret = handle(s, c, body, len);
+    pthread_mutex_lock(&s->mu);
+    s->n_jobs--;
+    pthread_mutex_unlock(&s->mu);
     return ret;
 }
 

@@ -26,7 +26,7 @@ struct xi_server {
     long created;                    /* start time for /v1/models */
     pthread_mutex_t mu;              /* guards jobs, n_jobs, rng */
     xi_job *jobs;                    /* live completion jobs (intrusive list) */
-    int n_jobs;
+    int n_jobs;                      /* + /v1/embeddings requests being answered */
     uint64_t rng;                    /* request id generator (xorshift) */
 };
 
