@@ -424,7 +424,8 @@ TEST(test_tokenizer_llama_class_follows_add_bos_token_over_template) {
 }
 
 /* Qwen3-Embedding's tokenizer.json: Sequence[ByteLevel, TemplateProcessing "$A <|endoftext|>"].
- * ByteLevel adds no ids; the template appends <|endoftext|> only with special tokens. */
+ * ByteLevel adds no ids (Qwen2's ByteLevel-only post-processor adds nothing: see the
+ * reference-ids test); the template appends <|endoftext|> only with special tokens. */
 static json_t *template_of(const char *before, const char *after) {
     json_t *single = json_array(), *specials = json_object();
     const char *names[2] = {before, after};
@@ -453,14 +454,10 @@ static void wrapping_post(json_t *root) {
 }
 
 TEST(test_tokenizer_template_post_processor_appends_endoftext_for_embeddings) {
-    xi_tokenizer *plain = load_variant("models/qwen2-tiny-random", keep, "plain");
     xi_tokenizer *emb = load_variant("models/qwen2-tiny-random", embedding_post, "emb");
     xi_tokenizer *wrap = load_variant("models/qwen2-tiny-random", wrapping_post, "wrap");
-    CHECK(plain && emb && wrap);
+    CHECK(emb && wrap);
     int32_t *ids;
-    CHECK_EQ(encode(plain, "Hello", 1, 1, &ids), 1); /* ByteLevel alone adds nothing */
-    CHECK_EQ(ids[0], 9707);
-    free(ids);
     CHECK_EQ(encode(emb, "Hello", 1, 1, &ids), 2);
     CHECK(ids[0] == 9707 && ids[1] == 151643);
     free(ids);
@@ -471,7 +468,6 @@ TEST(test_tokenizer_template_post_processor_appends_endoftext_for_embeddings) {
     CHECK(ids[0] == 151644 && ids[1] == 9707 && ids[2] == 151643);
     free(ids);
     CHECK_EQ(xi_tokenizer_bos_id(emb), -1); /* an appended token is no BOS */
-    xi_tokenizer_free(plain);
     xi_tokenizer_free(emb);
     xi_tokenizer_free(wrap);
 }
