@@ -52,10 +52,19 @@ $(LIB): $(call obj,$(LIB_SRC))
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BIN): $(call obj,$(CLI_SRC) $(SRV_SRC)) $(LIB)
+# The web UI: web/'s files as C arrays (raw and gzip'ed) for src/server/webui.c.
+WEB_SRC := $(sort $(wildcard web/*))
+WEB_OBJ := $(BUILD)/gen/webui_assets.o
+$(BUILD)/gen/webui_assets.c: $(WEB_SRC) tools/embed_web.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed_web.sh $(WEB_SRC) > $@.tmp && mv $@.tmp $@
+$(WEB_OBJ): $(BUILD)/gen/webui_assets.c
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BIN): $(call obj,$(CLI_SRC) $(SRV_SRC)) $(WEB_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(TESTBIN): $(call obj,$(TEST_SRC) $(SRV_SRC)) $(LIB)
+$(TESTBIN): $(call obj,$(TEST_SRC) $(SRV_SRC)) $(WEB_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB)

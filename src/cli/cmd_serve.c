@@ -148,6 +148,7 @@ int cmd_serve(int argc, char **argv) {
         .log_requests = a.enable_log_requests,
         .tool_parser = a.enable_auto_tool_choice ? a.tool_call_parser : NULL,
         .reasoning_parser = a.reasoning_parser,
+        .no_webui = a.no_webui,
     };
     xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
     if (!srv) {

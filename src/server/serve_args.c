@@ -105,6 +105,7 @@ typedef enum {
     F_THREADS, F_MAX_QUEUE, F_UDS, F_DISABLE_LOG_REQ, F_ENABLE_LOG_REQ, F_DISABLE_LOG_STATS,
     F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_MAX_BODY, F_SHUTDOWN, F_HELP,
     F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_ONLY,
+    F_NO_WEBUI,
     F_IGNORED, F_REFUSED,
 } flag_id;
 
@@ -159,6 +160,7 @@ static const flag_def flags[] = {
     {"--reasoning-parser", NULL, F_REASONING, 1, "NAME      split <think> reasoning from chat answers: deepseek_r1, qwen3"},
     {"--runner", NULL, F_RUNNER, 1, "KIND      auto (pooling for a sentence-transformers last-token folder)|generate|pooling (/v1/embeddings)"},
     {"--task", NULL, F_TASK, 1, "TASK      older spelling of --runner: auto|generate|embed (= pooling)"},
+    {"--no-webui", NULL, F_NO_WEBUI, 0, "          no chat page (/) or dashboard (/dashboard)"},
     {"--help", "-h", F_HELP, 0, "          this text"},
     /* vLLM flags that tune things xinfer does not have: accepted, changing nothing. */
     {"--enforce-eager", NULL, F_IGNORED, 0, NULL},
@@ -391,6 +393,7 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
     case F_MAX_BODY: return parse_i64(flag, v, 1024, INT64_MAX, &a->max_body_bytes, err, errlen);
     case F_SHUTDOWN: return parse_double(flag, v, 0, 86400, &a->shutdown_timeout, err, errlen);
     case F_HELP: a->help = 1; return 0;
+    case F_NO_WEBUI: a->no_webui = 1; return 0;
     case F_AUTO_TOOL: a->enable_auto_tool_choice = 1; return 0;
     case F_REASONING:
         if (!xi_reasoning_parser_supported(v))

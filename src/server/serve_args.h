@@ -31,6 +31,7 @@ typedef struct xi_serve_args {
     const char *runner;             /* --runner (--task): "auto", "generate" or "pooling" */
     int enable_log_requests;
     int disable_log_stats;
+    int no_webui;                   /* --no-webui: no chat page or dashboard */
     int64_t max_body_bytes;         /* request bodies above this get 413 (32 MiB) */
     double shutdown_timeout;        /* seconds in-flight requests may finish after SIGTERM */
     int help;                       /* --help was given: print xi_serve_args_help and exit 0 */

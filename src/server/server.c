@@ -3,6 +3,7 @@
  * engine itself never waits for a connection (see completion.c). */
 #include "server/server_internal.h"
 #include "server/embeddings.h"
+#include "server/webui.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -264,6 +265,7 @@ static int precheck(xi_server *s, struct MHD_Connection *c, const char *url, con
                     conn_state *st, enum MHD_Result *ret) {
     size_t i;
     int path_seen = 0;
+    if (!s->cfg.no_webui && xi_webui_serve(s, c, url, method, ret)) return 1; /* no key needed */
     for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strcmp(url, routes[i].path)) continue;
         path_seen = 1;

@@ -1,9 +1,10 @@
 /* server: the HTTP front of `xinfer serve` (libmicrohttpd, one thread per connection).
  * Routes: POST /v1/chat/completions, /v1/completions, /v1/embeddings (embeddings.c),
- * /tokenize, /detokenize; GET /v1/models,
- * /health, /version, /metrics. The owner (cmd_serve) creates the listening socket, starts the
- * server, opens the engine and hands it over with xi_server_set_engine; until then every route
- * but /health and /version answers 503. All functions belong to the owning thread. */
+ * /tokenize, /detokenize; GET /v1/models, /health, /version, /metrics; the web UI's GET /,
+ * /dashboard, /webui/NAME (webui.h). The owner (cmd_serve) creates the listening socket, starts
+ * the server, opens the engine and hands it over with xi_server_set_engine; until then every
+ * route but /health, /version and the web UI answers 503. All functions belong to the owning
+ * thread. */
 #ifndef XI_SERVER_H
 #define XI_SERVER_H
 
@@ -25,6 +26,7 @@ typedef struct xi_server_config {
     const char *tool_parser;         /* parse tool calls out of chat outputs ("hermes"), or NULL */
     const char *reasoning_parser;    /* split reasoning out of chat outputs, or NULL */
     int pooling;                     /* a pooling model: /v1/embeddings, no completions */
+    int no_webui;                    /* no chat page, dashboard or /webui/ (--no-webui) */
 } xi_server_config;
 
 /* A listening socket on host:port (port 0: a free one, written to *bound_port) or on the
