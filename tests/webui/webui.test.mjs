@@ -14,15 +14,17 @@ import { startServer, http, metric, eventually, repoRoot } from '../e2e/lib/serv
 const CHROMIUM = process.env.XINFER_CHROMIUM || '/usr/bin/chromium';
 const SHOTS = path.resolve(repoRoot, process.env.XINFER_WEBUI_SHOTS || 'build/webui-shots');
 const KEY = 'webui-test-key';
-let stories, qwen, browser, page, profile, tmp;
+let stories, qwen, thinker, browser, page, profile, tmp;
 
 before(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'xinfer-webui-'));
   const template = path.join(tmp, 'plain.jinja');
   fs.writeFileSync(template, '{% for m in messages %}{{ m.content }}{% endfor %}');
-  [stories, qwen] = await Promise.all([
+  [stories, qwen, thinker] = await Promise.all([
     startServer('stories260K', ['--served-model-name', 'stories', '--chat-template', template]),
     startServer('qwen2-tiny-random', ['--served-model-name', 'qwen-tiny', '--max-model-len', '4096', '--api-key', KEY]),
+    // deepseek_r1 reads an answer without </think> as all reasoning: a story is a long thought
+    startServer('stories260K', ['--served-model-name', 'stories', '--chat-template', template, '--reasoning-parser', 'deepseek_r1']),
   ]);
   profile = path.join(tmp, 'profile');
   browser = await chromium.launchPersistentContext(profile, {
@@ -39,6 +41,7 @@ after(async () => {
   await browser?.close();
   if (stories) assert.equal((await stories.stop()).code, 0);
   if (qwen) assert.equal((await qwen.stop()).code, 0);
+  if (thinker) assert.equal((await thinker.stop()).code, 0);
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -113,6 +116,108 @@ test('regenerate gives the same greedy answer; an edited message is answered ane
   assert.deepEqual(conv.messages.map((m) => m.role), ['user', 'assistant']);
   assert.equal(conv.messages[0].content, 'The little dog');
   assert.equal(conv.messages[1].content, await apiChat(stories, [{ role: 'user', content: 'The little dog' }], { max_tokens: 200 }));
+});
+
+test('the settings go into the request: system prompt, temperature, top_p, max_tokens, JSON mode', async () => {
+  await page.click('#new-chat');
+  await page.click('#settings-btn');
+  await page.fill('#system', 'Tell a story.');
+  await page.fill('#temperature', '0.5');
+  await page.fill('#top_p', '0.9');
+  await page.fill('#max_tokens', '40');
+  await page.check('#json_mode');
+  await page.click('#settings-btn');
+  const sent = page.waitForRequest((r) => r.url().endsWith('/v1/chat/completions'));
+  await page.fill('#input', 'A cat');
+  await page.press('#input', 'Enter');
+  const body = (await sent).postDataJSON();
+  assert.deepEqual(body.messages, [{ role: 'system', content: 'Tell a story.' }, { role: 'user', content: 'A cat' }]);
+  assert.equal(body.model, 'stories');
+  assert.equal(body.temperature, 0.5);
+  assert.equal(body.top_p, 0.9);
+  assert.equal(body.max_tokens, 40);
+  assert.deepEqual(body.response_format, { type: 'json_object' });
+  assert.equal(body.stream, true);
+  await lastAnswer().locator('.stats').filter({ hasText: /TTFT/ }).waitFor();
+  const conv = (await stored()).find((c) => c.title === 'A cat');
+  assert.match(conv.messages[1].content, /^\s*\{/, 'JSON mode: the answer opens a JSON object');
+  // the settings outlive a reload; put them back for the tests after this one
+  await page.reload();
+  await page.click('#settings-btn');
+  assert.equal(await page.inputValue('#system'), 'Tell a story.');
+  assert.equal(await page.isChecked('#json_mode'), true);
+  await page.fill('#system', '');
+  await page.fill('#top_p', '');
+  await page.uncheck('#json_mode');
+  await page.click('#settings-btn');
+});
+
+test('export downloads every conversation as JSON; import brings them back', async () => {
+  const before = await stored();
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
+  const file = path.join(tmp, 'export.json');
+  await download.saveAs(file);
+  const data = JSON.parse(fs.readFileSync(file, 'utf8'));
+  assert.deepEqual(data.conversations, before);
+  for (let n = before.length; n > 0; n--) {
+    await page.locator('#conversations li button').first().click();
+    await eventually(async () => (await page.locator('#conversations li').count()) === n - 1, 2000);
+  }
+  assert.deepEqual(await stored(), []);
+  await page.setInputFiles('#import', file);
+  await page.locator('#conversations li').nth(before.length - 1).waitFor();
+  assert.deepEqual((await stored()).map((c) => [c.title, c.messages]), before.map((c) => [c.title, c.messages]));
+  await page.setInputFiles('#import', { name: 'bad.json', mimeType: 'application/json', buffer: Buffer.from('{"conversations": [{"messages": 3}]}') });
+  await page.locator('#error', { hasText: 'Import failed' }).waitFor();
+  assert.equal((await stored()).length, before.length, 'a bad file changes nothing');
+});
+
+test('reasoning (--reasoning-parser) is shown folded above the answer', async () => {
+  await page.goto(thinker.base + '/');
+  await page.locator('#model option[value="stories"]').waitFor({ state: 'attached' });
+  await page.click('#settings-btn');
+  await page.fill('#temperature', '0');
+  await page.fill('#max_tokens', '60');
+  await page.click('#settings-btn');
+  await page.fill('#input', 'Once upon a time');
+  await page.press('#input', 'Enter');
+  await lastAnswer().locator('.stats').filter({ hasText: /TTFT/ }).waitFor();
+  const r = await http(thinker, 'POST', '/v1/chat/completions', { body: { model: 'stories', messages: [{ role: 'user', content: 'Once upon a time' }], temperature: 0, max_tokens: 60 } });
+  const want = r.json.choices[0].message;
+  assert.ok(want.reasoning_content.length > 20, JSON.stringify(want));
+  const details = lastAnswer().locator('details.reasoning');
+  assert.equal(await details.getAttribute('open'), null, 'folded once the answer is complete');
+  assert.equal(await details.locator('summary').textContent(), 'Reasoning');
+  assert.equal((await details.locator('div').textContent()), want.reasoning_content);
+  const [conv] = await stored();
+  assert.equal(conv.messages[1].reasoning, want.reasoning_content);
+});
+
+test('tool calls in a streamed answer are shown as calls', async () => {
+  // No test model writes a tool call, so the page gets the chunks a tool-call answer streams
+  // as the server forms them (tests/test_server_tools.c, completion.c): content first, then
+  // the calls, with index and id, in one delta at the end.
+  const chunk = (delta, finish = null) => 'data: ' + JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'stories', choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) + '\n\n';
+  const sse = chunk({ role: 'assistant', content: '' }) + chunk({ content: 'Let me look.' }) +
+    chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] }, 'tool_calls') +
+    'data: ' + JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'stories', choices: [], usage: { prompt_tokens: 3, completion_tokens: 9, total_tokens: 12 } }) + '\n\ndata: [DONE]\n\n';
+  await page.route('**/v1/chat/completions', (route) => route.fulfill({ status: 200, contentType: 'text/event-stream', body: sse }));
+  await page.click('#new-chat');
+  await page.fill('#input', 'Weather in Paris?');
+  await page.press('#input', 'Enter');
+  await lastAnswer().locator('.tool-call').waitFor();
+  await page.unroute('**/v1/chat/completions');
+  assert.equal(await lastAnswer().locator('.tool-call b').textContent(), 'get_weather');
+  assert.deepEqual(JSON.parse(await lastAnswer().locator('.tool-call code').textContent()), { city: 'Paris' });
+  assert.match(await lastAnswer().locator('.bubble').innerText(), /^Let me look\./);
+  assert.match(await lastAnswer().locator('.stats').textContent(), /^9 tokens .* tool_calls$/);
+  // sent back as the assistant's tool_calls when the conversation goes on
+  const sent = page.waitForRequest((r) => r.url().endsWith('/v1/chat/completions'));
+  await page.fill('#input', 'Thanks');
+  await page.press('#input', 'Enter');
+  const body = (await sent).postDataJSON();
+  assert.equal(body.messages[1].tool_calls[0].function.name, 'get_weather');
+  await lastAnswer().locator('.stats').filter({ hasText: /TTFT|HTTP/ }).or(page.locator('.msg.error')).first().waitFor();
 });
 
 test('the /v1 calls need the key, the page does not; Stop aborts a long answer on the server', async () => {
