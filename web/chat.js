@@ -47,6 +47,9 @@
         $('key-field').hidden = false;
         openSettings(true);
         showError('This server needs an API key: enter it in Settings.');
+      } else if (r.status === 503) {
+        showError('The model is still loading…');
+        setTimeout(loadModels, 2000);
       } else showError('Cannot list models: ' + (r.status ? 'HTTP ' + r.status : r.e.message));
       return;
     }

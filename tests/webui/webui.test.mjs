@@ -35,6 +35,7 @@ before(async () => {
   page = browser.pages()[0] || await browser.newPage();
   page.on('pageerror', (e) => { throw e; });
   fs.mkdirSync(SHOTS, { recursive: true });
+  for (const f of fs.readdirSync(SHOTS)) if (f.endsWith('.png')) fs.rmSync(path.join(SHOTS, f));
 });
 
 after(async () => {
@@ -198,7 +199,8 @@ test('tool calls in a streamed answer are shown as calls', async () => {
   // as the server forms them (tests/test_server_tools.c, completion.c): content first, then
   // the calls, with index and id, in one delta at the end.
   const chunk = (delta, finish = null) => 'data: ' + JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'stories', choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) + '\n\n';
-  const sse = chunk({ role: 'assistant', content: '' }) + chunk({ content: 'Let me look.' }) +
+  const sse = chunk({ role: 'assistant', content: '' }) + chunk({ reasoning_content: 'The user wants the weather.' }) +
+    chunk({ content: 'Let me look. I will call:\n\n- **get_weather** with' }) + chunk({ content: ' `city`\n\n```json\n{"city": "Paris"}\n```\n' }) +
     chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] }, 'tool_calls') +
     'data: ' + JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'stories', choices: [], usage: { prompt_tokens: 3, completion_tokens: 9, total_tokens: 12 } }) + '\n\ndata: [DONE]\n\n';
   await page.route('**/v1/chat/completions', (route) => route.fulfill({ status: 200, contentType: 'text/event-stream', body: sse }));
@@ -209,8 +211,13 @@ test('tool calls in a streamed answer are shown as calls', async () => {
   await page.unroute('**/v1/chat/completions');
   assert.equal(await lastAnswer().locator('.tool-call b').textContent(), 'get_weather');
   assert.deepEqual(JSON.parse(await lastAnswer().locator('.tool-call code').textContent()), { city: 'Paris' });
-  assert.match(await lastAnswer().locator('.bubble').innerText(), /^Let me look\./);
+  const bubble = lastAnswer().locator('.bubble');
+  assert.equal(await bubble.locator('details.reasoning div').textContent(), 'The user wants the weather.');
+  assert.equal(await bubble.locator('li strong').textContent(), 'get_weather');
+  assert.equal(await bubble.locator('li code').textContent(), 'city');
+  assert.equal(await bubble.locator('pre code.language-json').first().textContent(), '{"city": "Paris"}');
   assert.match(await lastAnswer().locator('.stats').textContent(), /^9 tokens .* tool_calls$/);
+  await page.screenshot({ path: path.join(SHOTS, 'chat-rendering-light-laptop.png') });
   // sent back as the assistant's tool_calls when the conversation goes on
   const sent = page.waitForRequest((r) => r.url().endsWith('/v1/chat/completions'));
   await page.fill('#input', 'Thanks');
@@ -263,9 +270,9 @@ test('the dashboard\'s numbers move while a load runs', async () => {
   const num = async (id) => Number((await page.locator('#' + id).textContent()).replace(/[^\d.]/g, '')) || 0;
   const done0 = await num('done');
 
-  // stories, 6 at a time, for 4 seconds
+  // stories, 6 at a time, for 3 seconds
   let sent = 0, maxGen = 0, maxRunning = 0;
-  const end = Date.now() + 4000;
+  const end = Date.now() + 3000;
   const one = async () => {
     while (Date.now() < end) {
       sent++;
@@ -294,31 +301,27 @@ test('the dashboard\'s numbers move while a load runs', async () => {
 });
 
 test('screenshots of both pages, light and dark, phone and laptop', async () => {
+  // the dashboard first: the page the load ran under still holds its history
   const sizes = [['laptop', 1366, 850], ['phone', 390, 844]];
-  for (const scheme of ['light', 'dark']) {
-    await page.emulateMedia({ colorScheme: scheme });
-    for (const [name, w, h] of sizes) {
-      await page.setViewportSize({ width: w, height: h });
-      await page.goto(stories.base + '/');
-      await lastAnswer().locator('.stats').waitFor();
-      await page.screenshot({ path: path.join(SHOTS, `chat-${scheme}-${name}.png`) });
-    }
-  }
-  // the dashboard keeps the page open (its history lives in the page) through a short load
-  await page.goto(stories.base + '/dashboard');
-  const end = Date.now() + 3000;
-  let n = 0;
-  await Promise.all(Array.from({ length: 4 }, async () => {
-    while (Date.now() < end)
-      await http(stories, 'POST', '/v1/completions', { body: { model: 'stories', prompt: 'Once upon a time', max_tokens: 300, ignore_eos: true, temperature: 1, seed: ++n } });
-  }));
-  await page.waitForTimeout(1500);
+  await page.locator('#state', { hasText: 'live' }).waitFor();
   for (const scheme of ['light', 'dark']) {
     await page.emulateMedia({ colorScheme: scheme });
     for (const [name, w, h] of sizes) {
       await page.setViewportSize({ width: w, height: h });
       await page.waitForTimeout(300);
       await page.screenshot({ path: path.join(SHOTS, `dashboard-${scheme}-${name}.png`), fullPage: true });
+    }
+  }
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const [name, w, h] of sizes) {
+      await page.setViewportSize({ width: w, height: h });
+      await page.goto(stories.base + '/');
+      if (await page.locator('#menu').isVisible()) await page.click('#menu');
+      await page.locator('#conversations li', { hasText: 'Once upon a time' }).click();
+      await page.waitForTimeout(300);                                // the phone's menu slides away
+      await lastAnswer().locator('.stats').waitFor();
+      await page.screenshot({ path: path.join(SHOTS, `chat-${scheme}-${name}.png`) });
     }
   }
   for (const f of fs.readdirSync(SHOTS).filter((f) => f.endsWith('.png')))
