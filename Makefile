@@ -55,7 +55,7 @@ $(LIB): $(call obj,$(LIB_SRC))
 # The web UI: web/'s files as C arrays (raw and gzip'ed) for src/server/webui.c.
 WEB_SRC := $(sort $(wildcard web/*))
 WEB_OBJ := $(BUILD)/gen/webui_assets.o
-$(BUILD)/gen/webui_assets.c: $(WEB_SRC) tools/embed_web.sh
+$(BUILD)/gen/webui_assets.c: $(WEB_SRC) web tools/embed_web.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed_web.sh $(WEB_SRC) > $@.tmp && mv $@.tmp $@
 $(WEB_OBJ): $(BUILD)/gen/webui_assets.c

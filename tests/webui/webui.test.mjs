@@ -259,6 +259,11 @@ test('the /v1 calls need the key, the page does not; Stop aborts a long answer o
   const conv = (await stored()).find((c) => c.title === 'hi');
   assert.ok(conv.messages[1].content.length > 0, 'the part received is kept');
   assert.equal(conv.messages[1].stats.finish, 'stopped');
+  // the dashboard needs no key either, and sees the engine idle again
+  await page.goto(qwen.base + '/dashboard');
+  await page.locator('#state', { hasText: 'live' }).waitFor();
+  assert.equal(await page.locator('#running').textContent(), '0');
+  assert.match(await page.locator('#done-sub').textContent(), /abort [1-9]/);
 });
 
 test('the dashboard\'s numbers move while a load runs', async () => {
