@@ -27,7 +27,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     SUDO=""
     [ "$(id -u)" -ne 0 ] && SUDO=sudo
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
 fi
 (cd tests/webui && npm ci --no-audit --no-fund --loglevel=error)
 for b in "${bins[@]}"; do

@@ -67,7 +67,7 @@ test('unknown model is 404 and unknown route is 404', async () => {
   assertError(await http(srv, 'POST', CHAT, { body: { model: 'gpt-5', messages: [{ role: 'user', content: 'x' }] } }), 404, 'model');
   assertError(await http(srv, 'POST', '/tokenize', { body: { model: 'gpt-5', prompt: 'x' } }), 404, 'model');
   assertError(await http(srv, 'GET', '/v1/nothing'), 404);
-  assertError(await http(srv, 'GET', '/'), 404);
+  assertError(await http(srv, 'GET', '/nothing'), 404);  // / is the chat page
 });
 
 test('prompt plus max_tokens over max-model-len is 400 saying by how much', async () => {
