@@ -419,7 +419,10 @@
   $('export').onclick = exportAll;
   $('import').onchange = (ev) => { if (ev.target.files[0]) importFile(ev.target.files[0]); ev.target.value = ''; };
   $('settings-btn').onclick = () => openSettings($('settings').hidden);
-  $('menu').onclick = () => $('sidebar').classList.toggle('open');
+  $('menu').onclick = (ev) => { ev.stopPropagation(); $('sidebar').classList.toggle('open'); };
+  // on a phone the conversation list lies over the page: a tap beside it closes it
+  $('messages').addEventListener('click', () => $('sidebar').classList.remove('open'));
+  document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape' && running) stop(); });
   bindSettings();
   convs.sort((a, b) => b.updated - a.updated);
   select(convs[0] || null);
