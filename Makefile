@@ -44,6 +44,14 @@ $(BUILD)/src/kernels/arm/neon%.o:   XFLAGS := -march=armv8.2-a+fp16+dotprod
 
 all: $(BIN) $(TOOLS)
 
+# `xinfer --version`: the commit and date go to one object, rebuilt when the commit changes.
+GIT_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+BUILD_DATE := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+$(BUILD)/src/api/build_info.o: XFLAGS := -DXI_GIT_COMMIT='"$(GIT_COMMIT)"' -DXI_BUILD_DATE='"$(BUILD_DATE)"'
+$(BUILD)/src/api/build_info.o: $(BUILD)/commit.stamp
+$(BUILD)/commit.stamp: FORCE
+	@mkdir -p $(BUILD) && echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' >$@
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(XFLAGS) -MMD -MP -c $< -o $@
@@ -84,5 +92,5 @@ bench: $(BENCHES) $(TOOLS) $(BIN)
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all test bench clean
+.PHONY: all test bench clean FORCE
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

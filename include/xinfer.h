@@ -17,6 +17,17 @@ extern "C" {
 
 #define XINFER_VERSION "0.1.0"
 
+/* What this binary is, for `xinfer --version` and GET /version. Static strings. */
+typedef struct xi_build_info {
+    const char *version;            /* XINFER_VERSION */
+    const char *commit;             /* git commit it was built from ("-dirty": with changes) */
+    const char *date;               /* build date, UTC, ISO 8601 */
+    const char *compiler;           /* e.g. "gcc 12.2.0" */
+    const char *kernels;            /* kernel variants compiled in, e.g. "ref avx2" */
+    const char *linkage;            /* "static libraries, glibc >= 2.28" or "shared libraries" */
+} xi_build_info;
+const xi_build_info *xi_build_info_get(void);
+
 typedef struct xi_engine xi_engine;
 
 /* ---- engine ---------------------------------------------------------------------------- */

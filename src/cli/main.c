@@ -47,7 +47,9 @@ int main(int argc, char **argv) {
         return argc < 2 ? 1 : 0;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-        printf("xinfer %s\n", XINFER_VERSION);
+        const xi_build_info *b = xi_build_info_get();
+        printf("xinfer %s\ncommit:   %s\nbuilt:    %s\ncompiler: %s\nkernels:  %s\nlinkage:  %s\n",
+               b->version, b->commit, b->date, b->compiler, b->kernels, b->linkage);
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -307,8 +307,12 @@ static int precheck(xi_server *s, struct MHD_Connection *c, const char *url, con
 }
 
 static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_state *st) {
-    if (st->route == R_VERSION)
-        return respond_json(c, json_pack("{s:s}", "version", XINFER_VERSION));
+    if (st->route == R_VERSION) {
+        const xi_build_info *b = xi_build_info_get();
+        return respond_json(c, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "version", b->version,
+                                         "commit", b->commit, "build_date", b->date, "compiler",
+                                         b->compiler, "kernels", b->kernels, "linkage", b->linkage));
+    }
     if (st->too_big) {
         char msg[128];
         snprintf(msg, sizeof msg, "request body is over the limit of %lld bytes", (long long)s->cfg.max_body_bytes);
