@@ -3,7 +3,7 @@
 CC      ?= cc
 BUILD   ?= build
 PKG_CONFIG ?= pkg-config
-PKGS    := jansson libpcre2-8 libmicrohttpd libutf8proc libxxhash libcurl libcrypto
+PKGS    := jansson libpcre2-8 libmicrohttpd libutf8proc libxxhash libcurl libcrypto yaml-0.1
 OPT     ?= -O2
 TRIPLE  := $(shell $(CC) -dumpmachine)
 
@@ -30,6 +30,7 @@ TEST_SRC := $(wildcard tests/*.c tests/hub/*.c)
 TOOL_SRC := $(wildcard tools/*.c)
 BENCH_SRC := $(wildcard bench/*.c)
 
+comma := ,
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 LIB := $(BUILD)/libxinfer.a
 BIN := $(BUILD)/xinfer
@@ -51,6 +52,22 @@ $(BUILD)/src/api/build_info.o: XFLAGS := -DXI_GIT_COMMIT='"$(GIT_COMMIT)"' -DXI_
 $(BUILD)/src/api/build_info.o: $(BUILD)/commit.stamp
 $(BUILD)/commit.stamp: FORCE
 	@mkdir -p $(BUILD) && echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' >$@
+
+# ---- release build: `make STATIC=1 BUILD=build-static` runs on glibc 2.28 and later --------
+# Debian's static archives are linked in; libcurl is opened when first used
+# (src/dist/curl_dlopen.c); libmicrohttpd's TLS hooks get a back end without TLS
+# (src/dist/tls_none.c); every glibc symbol newer than 2.28 is bound to its old version
+# through --wrap (src/dist/glibc228.c). Needs nothing but libc, libm, libpthread and libdl.
+ifeq ($(STATIC),1)
+DIST_OBJ   := $(call obj,$(wildcard src/dist/*.c))
+GLIBC_PINS := $(shell sed -En 's/^ *PIN.([a-z_0-9]+),.*/\1/p' src/dist/glibc228.c) \
+              __libc_start_main stat lstat fstat
+LDLIBS     := -Wl,-Bstatic -ljansson -lpcre2-8 -lmicrohttpd -lutf8proc -lxxhash \
+              -lcrypto -lyaml -Wl,-Bdynamic -Wl,--no-as-needed -lm -l:libpthread.so.0 -l:libdl.so.2 \
+              $(addprefix -Wl$(comma)--wrap=,$(GLIBC_PINS))
+$(BUILD)/src/api/build_info.o: XFLAGS += -DXI_STATIC_RELEASE
+$(BIN) $(TESTBIN) $(TOOLS) $(BENCHES): $(DIST_OBJ)
+endif
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
