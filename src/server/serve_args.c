@@ -2,6 +2,7 @@
  * so that scripts move over unchanged; flags xinfer does not implement are either accepted
  * with a notice (when ignoring them cannot change what a client sees) or rejected by name. */
 #include "server/serve_args.h"
+#include "server/config_file.h"
 #include "server/reasoning.h"
 #include "server/tool_parse.h"
 
@@ -104,7 +105,7 @@ typedef enum {
     F_BLOCK_SIZE, F_KV_BYTES, F_GPU_UTIL, F_SEED, F_GEN_CONFIG, F_CHAT_TEMPLATE, F_TP, F_PP,
     F_THREADS, F_MAX_QUEUE, F_UDS, F_DISABLE_LOG_REQ, F_ENABLE_LOG_REQ, F_DISABLE_LOG_STATS,
     F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_MAX_BODY, F_SHUTDOWN, F_HELP,
-    F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_ONLY,
+    F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_CONFIG, F_ONLY,
     F_NO_WEBUI,
     F_IGNORED, F_REFUSED,
 } flag_id;
@@ -161,6 +162,7 @@ static const flag_def flags[] = {
     {"--runner", NULL, F_RUNNER, 1, "KIND      auto (pooling for a sentence-transformers last-token folder)|generate|pooling (/v1/embeddings)"},
     {"--task", NULL, F_TASK, 1, "TASK      older spelling of --runner: auto|generate|embed (= pooling)"},
     {"--no-webui", NULL, F_NO_WEBUI, 0, "          no chat page (/) or dashboard (/dashboard)"},
+    {"--config", NULL, F_CONFIG, 1, "FILE      YAML file of these flags, keys without the -- (`max-model-len: 8192`); the command line overrides it"},
     {"--help", "-h", F_HELP, 0, "          this text"},
     /* vLLM flags that tune things xinfer does not have: accepted, changing nothing. */
     {"--enforce-eager", NULL, F_IGNORED, 0, NULL},
@@ -431,8 +433,39 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
         if (one_of(flag, v, tasks, err, errlen)) return -1;
         a->runner = !strncmp(v, "embed", 5) ? "pooling" : v;
         return 0;
+    case F_CONFIG: return 0; /* read before the flags, see merge_config */
     }
     return fail(err, errlen, "%s: unhandled flag", flag);
+}
+
+/* What a --config key takes: the flag's kind, by the table. */
+static xi_cfg_kind config_kind(const char *flag) {
+    const flag_def *f = find_flag(flag, strlen(flag));
+    if (!f || f->id == F_HELP || f->id == F_CONFIG || strncmp(flag, "--", 2)) return XI_CFG_UNKNOWN;
+    if (!f->takes_value) return XI_CFG_BOOL;
+    return f->id == F_SERVED ? XI_CFG_LIST : f->id == F_API_KEY ? XI_CFG_REPEAT : XI_CFG_VALUE;
+}
+
+/* --config FILE: a->cfg_argv becomes argv[0], the file's tokens, argv[1..]. Returns the
+ * index of the first command-line token in it (1 without --config), or -1. */
+static int merge_config(xi_serve_args *a, int *argc, char ***argv, char *err, size_t errlen) {
+    const char *file = NULL;
+    for (int i = 1; i < *argc; i++) {
+        const char *f = !strncmp((*argv)[i], "--config=", 9) ? (*argv)[i] + 9
+                        : !strcmp((*argv)[i], "--config") && i + 1 < *argc ? (*argv)[i + 1] : NULL;
+        if (f && file) return fail(err, errlen, "--config: given twice");
+        if (f) file = f;
+    }
+    if (!file) return 1;
+    int n = xi_config_file_tokens(file, config_kind, a->cfg_argv + 1, XI_SERVE_MAX_ARGS - 1,
+                                  a->cfg_text, sizeof a->cfg_text, err, errlen);
+    if (n < 0) return -1;
+    if (n + *argc > XI_SERVE_MAX_ARGS) return fail(err, errlen, "--config %s: too many flags", file);
+    a->cfg_argv[0] = (*argv)[0];
+    for (int i = 1; i < *argc; i++) a->cfg_argv[n + i] = (*argv)[i];
+    *argc += n;
+    *argv = a->cfg_argv;
+    return n + 1;
 }
 
 int xi_serve_args_parse(xi_serve_args *a, int argc, char **argv,
@@ -446,6 +479,9 @@ int xi_serve_args_parse(xi_serve_args *a, int argc, char **argv,
     a->max_body_bytes = 32LL << 20;
     a->shutdown_timeout = 10.0;
     const char *positional = NULL, *model_flag = NULL;
+    const int cli = merge_config(a, &argc, &argv, err, errlen);
+    if (cli < 0) return -1;
+    int served_from_file = 0, keys_from_file = 0, model_from_file = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -469,12 +505,20 @@ int xi_serve_args_parse(xi_serve_args *a, int argc, char **argv,
         if (eq) v = eq + 1;
         else if (i + 1 < argc) v = argv[++i];
         else return fail(err, errlen, "%s needs a value", flag);
+        /* A list flag on the command line replaces the config file's list. */
+        const int from_file = i < cli;
+        if (f->id == F_SERVED && served_from_file && !from_file) a->n_served_names = served_from_file = 0;
+        if (f->id == F_API_KEY && keys_from_file && !from_file) a->n_api_keys = keys_from_file = 0;
+        served_from_file |= f->id == F_SERVED && from_file;
+        keys_from_file |= f->id == F_API_KEY && from_file;
+        if (f->id == F_MODEL) model_from_file = from_file;
         if (apply(a, f, flag, v, &model_flag, err, errlen)) return -1;
-        /* nargs="+": further names until the next flag */
-        while (f->id == F_SERVED && !eq && i + 1 < argc && argv[i + 1][0] != '-')
+        /* nargs="+": further names until the next flag (or the end of the config's tokens) */
+        while (f->id == F_SERVED && !eq && i + 1 < (from_file ? cli : argc) && argv[i + 1][0] != '-')
             if (apply(a, f, flag, argv[++i], &model_flag, err, errlen)) return -1;
     }
     if (a->help) return 0;
+    if (positional && model_from_file) model_flag = NULL; /* MODEL on the command line wins */
     if (a->enable_auto_tool_choice && !a->tool_call_parser)
         return fail(err, errlen, "--enable-auto-tool-choice needs --tool-call-parser (supported: %s)",
                     xi_tool_parser_names());

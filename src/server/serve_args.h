@@ -12,6 +12,7 @@
 #define XI_SERVE_MAX_NAMES 16
 #define XI_SERVE_MAX_KEYS 16
 #define XI_SERVE_MAX_NOTICES 32
+#define XI_SERVE_MAX_ARGS 512
 
 typedef struct xi_serve_args {
     xi_engine_params engine;        /* strings point into argv or are static */
@@ -39,6 +40,10 @@ typedef struct xi_serve_args {
      * the positional MODEL and --model were resolved. The caller prints them. */
     char notices[XI_SERVE_MAX_NOTICES][160];
     int n_notices;
+    /* --config FILE: the file's flags as tokens, then argv[1..], parsed in that order so that
+     * the command line overrides the file; strings above may point into cfg_text. */
+    char *cfg_argv[XI_SERVE_MAX_ARGS];
+    char cfg_text[16384];
 } xi_serve_args;
 
 /* Parse argv (argv[0] is "serve"). env_get reads the environment (getenv, or a fake in
