@@ -2,6 +2,7 @@
  *
  *   xinfer pull Qwen/Qwen2.5-0.5B-Instruct            → ~/.cache/huggingface/hub/...
  *   xinfer serve "$(xinfer pull ORG/NAME)"            the folder on stdout, the rest on stderr
+ *   xinfer pull ORG/NAME --local-dir /mnt/usb/NAME     a plain folder for an offline box
  *
  * Re-running an interrupted pull resumes it; re-running a finished one re-checks every
  * cached weight file against its sha256 (--no-verify skips that). */
@@ -22,6 +23,8 @@ static void usage(FILE *f) {
             "  --source SRC          huggingface or modelscope (default: XINFER_SOURCE, or\n"
             "                        modelscope when VLLM_USE_MODELSCOPE=1)\n"
             "  --download-dir DIR    cache folder instead of $HF_HOME/hub\n"
+            "  --local-dir DIR       also write the model to DIR as plain files (no symlinks),\n"
+            "                        to copy to a box without a network and serve there\n"
             "  --endpoint URL        hub or mirror (default: HF_ENDPOINT / MODELSCOPE_ENDPOINT)\n"
             "  --no-verify           trust cached files without re-hashing them\n"
             "  --quiet               no progress or log lines\n\n"
@@ -33,7 +36,7 @@ int cmd_pull(int argc, char **argv) {
     xi_hub_options o;
     xi_hub_options_default(&o);
     o.verify = 1;
-    const char *name = NULL, *v;
+    const char *name = NULL, *local_dir = NULL, *v;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r;
@@ -51,6 +54,9 @@ int cmd_pull(int argc, char **argv) {
         } else if ((r = xi_arg_value(argc, argv, &i, "--download-dir", &v))) {
             if (r < 0) goto missing;
             o.cache_dir = v;
+        } else if ((r = xi_arg_value(argc, argv, &i, "--local-dir", &v))) {
+            if (r < 0) goto missing;
+            local_dir = v;
         } else if ((r = xi_arg_value(argc, argv, &i, "--endpoint", &v))) {
             if (r < 0) goto missing;
             o.endpoint = v;
@@ -92,7 +98,16 @@ int cmd_pull(int argc, char **argv) {
                 r.commit, r.n_files, r.n_downloaded, mib,
                 r.from_cache_offline ? ", from the cache without the network" : "");
     }
-    printf("%s\n", r.path);
+    int n_files, n_copied;
+    if (local_dir && xi_hub_export_dir(r.path, local_dir, &n_files, &n_copied, err, sizeof err)) {
+        fprintf(stderr, "xinfer pull: --local-dir %s: %s\n", local_dir, err);
+        xi_hub_result_free(&r);
+        return 1;
+    }
+    if (local_dir && !o.quiet)
+        fprintf(stderr, "%s: %d files in %s (%d copied, %d linked to the cache)\n", name, n_files,
+                local_dir, n_copied, n_files - n_copied);
+    printf("%s\n", local_dir ? local_dir : r.path);
     xi_hub_result_free(&r);
     return 0;
 }

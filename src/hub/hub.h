@@ -68,6 +68,13 @@ int xi_hub_pull(const char *name, const xi_hub_options *o, xi_hub_result *r, cha
  * heap string the caller frees, or NULL with err. o may be NULL (all defaults). */
 char *xi_hub_resolve(const char *name_or_dir, const xi_hub_options *o, char *err, size_t errlen);
 
+/* `xinfer pull --local-dir DIR`: the files of a pulled snapshot folder as regular files in
+ * DIR (hard links to the cache's blobs on the same file system, copies elsewhere), a plain
+ * model folder to carry to an offline box. Files DIR already shares with the snapshot are
+ * kept. Returns 0 with the file count and how many were copied, or -1 with err. */
+int xi_hub_export_dir(const char *snapshot, const char *dir, int *n_files, int *n_copied,
+                      char *err, size_t errlen);
+
 /* sha256 of a file as 64 lowercase hex digits + NUL. Returns 0, or -1 with err. */
 int xi_hub_sha256_file(const char *path, char hex[65], char *err, size_t errlen);
 
