@@ -45,13 +45,14 @@ $(BUILD)/src/kernels/arm/neon%.o:   XFLAGS := -march=armv8.2-a+fp16+dotprod
 
 all: $(BIN) $(TOOLS)
 
-# `xinfer --version`: the commit and date go to one object, rebuilt when the commit changes.
+# `xinfer --version`: the commit and date go to one object, rebuilt when the commit (or the
+# kind of build) changes.
 GIT_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 BUILD_DATE := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 $(BUILD)/src/api/build_info.o: XFLAGS := -DXI_GIT_COMMIT='"$(GIT_COMMIT)"' -DXI_BUILD_DATE='"$(BUILD_DATE)"'
 $(BUILD)/src/api/build_info.o: $(BUILD)/commit.stamp
 $(BUILD)/commit.stamp: FORCE
-	@mkdir -p $(BUILD) && echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' >$@
+	@mkdir -p $(BUILD) && echo '$(GIT_COMMIT) $(STATIC)' | cmp -s - $@ || echo '$(GIT_COMMIT) $(STATIC)' >$@
 
 # ---- release build: `make STATIC=1 BUILD=build-static` runs on glibc 2.28 and later --------
 # Debian's static archives are linked in; libcurl is opened when first used
@@ -68,6 +69,17 @@ LDLIBS     := -Wl,-Bstatic -ljansson -lpcre2-8 -lmicrohttpd -lutf8proc -lxxhash 
 $(BUILD)/src/api/build_info.o: XFLAGS += -DXI_STATIC_RELEASE
 $(BIN) $(TESTBIN) $(TOOLS) $(BENCHES): $(DIST_OBJ)
 endif
+
+# ---- make dist: .deb, .rpm and .tar.gz for x86-64 and aarch64 (packaging/dist.sh) --------
+# aarch64 is cross-built with gcc-aarch64-linux-gnu and Debian's arm64 -dev packages.
+VERSION  := $(shell sed -n 's/^\#define XINFER_VERSION "\(.*\)"/\1/p' include/xinfer.h)
+DIST_DIR ?= dist
+dist:
+	$(MAKE) STATIC=1 BUILD=build-static build-static/xinfer
+	PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig $(MAKE) STATIC=1 \
+	  CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar BUILD=build-static-arm64 build-static-arm64/xinfer
+	packaging/dist.sh $(VERSION) x86_64 build-static/xinfer $(DIST_DIR)
+	packaging/dist.sh $(VERSION) aarch64 build-static-arm64/xinfer $(DIST_DIR)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -109,5 +121,5 @@ bench: $(BENCHES) $(TOOLS) $(BIN)
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all test bench clean FORCE
+.PHONY: all test bench clean dist FORCE
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
