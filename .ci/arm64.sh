@@ -14,7 +14,7 @@ export DEBIAN_FRONTEND=noninteractive
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
 # The arm64 -dev packages of every library in the Makefile's PKGS.
-ARM_PKGS="libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libxxhash-dev:arm64 libmicrohttpd-dev:arm64 libcurl4-openssl-dev:arm64 libssl-dev:arm64"
+ARM_PKGS="libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libxxhash-dev:arm64 libmicrohttpd-dev:arm64 libcurl4-openssl-dev:arm64 libssl-dev:arm64 libyaml-dev:arm64"
 if ! dpkg -s gcc-aarch64-linux-gnu qemu-user $ARM_PKGS >/dev/null 2>&1; then
     echo "== installing the aarch64 cross toolchain, qemu-user and arm64 libraries"
     $SUDO dpkg --add-architecture arm64

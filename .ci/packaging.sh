@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# CI for the release artefacts (make dist): both binaries need nothing but the C library
+# (libc, libm, libpthread, libdl, the dynamic loader) and no GLIBC_ symbol version above
+# 2.28; the amd64 .deb installs into a debootstrap'd Debian root, its unit passes
+# `systemd-analyze verify`, the binary serves stories260K there as the service user, and
+# removing the package leaves only the configuration; the x86_64 .rpm installs into an empty
+# folder with `rpm -i --root`, serves from there and erases to its configuration alone; the
+# arm64 package's binary runs the model tests under qemu-aarch64.
+#   XINFER_CI_CACHE=/var/cache/xinfer-ci    where the Debian root is kept between runs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+if ! dpkg -s rpm debootstrap libyaml-dev:arm64 gcc-aarch64-linux-gnu qemu-user >/dev/null 2>&1; then
+    echo "== installing rpm, debootstrap and the arm64 libyaml (the rest comes with .ci/arm64.sh)"
+    $SUDO apt-get install -y -qq --no-install-recommends rpm debootstrap libyaml-dev:arm64 >/dev/null
+fi
+export XINFER_TEST_DATA="${XINFER_TEST_DATA:-$(cd .. && pwd)/shared/data}"
+MODEL="$XINFER_TEST_DATA/models/stories260K"
+VERSION=$(sed -n 's/^#define XINFER_VERSION "\(.*\)"/\1/p' include/xinfer.h)
+CACHE="${XINFER_CI_CACHE:-/var/cache/xinfer-ci}"
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    mountpoint -q "$WORK/deb-root/proc" 2>/dev/null && umount "$WORK/deb-root/proc"
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# The release builds reuse the objects of build/ and build-arm64/ (the same compiler flags;
+# only build_info.o and the link differ), so `make dist` compiles little.
+[ -d build ] && [ ! -d build-static ] && cp -a build build-static
+[ -d build-arm64 ] && [ ! -d build-static-arm64 ] && cp -a build-arm64 build-static-arm64
+echo "== make dist"
+make -j"$(nproc)" dist DIST_DIR=dist >/dev/null
+for f in "xinfer_${VERSION}_amd64.deb" "xinfer_${VERSION}_arm64.deb" "xinfer-$VERSION.x86_64.rpm" \
+    "xinfer-$VERSION.aarch64.rpm" "xinfer-$VERSION-linux-x86_64.tar.gz" "xinfer-$VERSION-linux-aarch64.tar.gz"; do
+    [ -s "dist/$f" ] || fail "make dist did not write dist/$f"
+    echo "   dist/$f $(stat -c %s "dist/$f") bytes"
+done
+
+# ---- dependencies and glibc symbol versions, both architectures ---------------------------
+check_binary() { # BINARY OBJDUMP
+    local needed newest
+    needed=$(readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+    for lib in $needed; do
+        case "$lib" in
+        libc.so.6 | libm.so.6 | libpthread.so.0 | libdl.so.2 | ld-linux-*.so.*) ;;
+        *) fail "$1 needs $lib (only the C library's are allowed)" ;;
+        esac
+    done
+    newest=$("$2" -T "$1" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+    [ "$(printf '%s\nGLIBC_2.28\n' "$newest" | sort -V | tail -1)" = GLIBC_2.28 ] ||
+        fail "$1 needs $newest: $("$2" -T "$1" | grep "$newest" | head -5)"
+    echo "   $1: needs $needed; newest symbol version $newest"
+}
+echo "== shared libraries and GLIBC_ versions"
+for arch in amd64 arm64; do
+    mkdir -p "$WORK/x-$arch"
+    dpkg-deb -x "dist/xinfer_${VERSION}_$arch.deb" "$WORK/x-$arch"
+done
+check_binary "$WORK/x-amd64/usr/bin/xinfer" objdump
+check_binary "$WORK/x-arm64/usr/bin/xinfer" aarch64-linux-gnu-objdump
+
+# ask_one PORT: a completion from the server on PORT (waits for it to load first)
+ask_one() {
+    local port=$1 i out
+    for i in $(seq 1 100); do
+        curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+        sleep 0.2
+    done
+    out=$(curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"model": "stories", "prompt": "Once upon a time", "max_tokens": 16, "temperature": 0}') ||
+        fail "no answer from the server on port $port"
+    echo "$out" | grep -q '"text"' || fail "unexpected answer: $out"
+    curl -sf "http://127.0.0.1:$port/version" | grep -q '"commit"' || fail "/version has no commit"
+    echo "   answered: $(echo "$out" | grep -o '"text":"[^"]*"' | head -1)"
+}
+stop_server() {
+    kill "$1" && wait "$1" 2>/dev/null || true
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# ---- the .deb in a Debian root --------------------------------------------------------------
+echo "== amd64 .deb in a debootstrap'd Debian root"
+ROOT_TAR="$CACHE/bookworm-minbase.tar"
+if [ ! -s "$ROOT_TAR" ]; then
+    echo "   debootstrap (once; kept as $ROOT_TAR)"
+    mkdir -p "$CACHE"
+    $SUDO debootstrap --variant=minbase --include=systemd,passwd bookworm "$WORK/bootstrap" \
+        http://deb.debian.org/debian >/dev/null
+    tar -C "$WORK/bootstrap" -cf "$ROOT_TAR.tmp" . && mv "$ROOT_TAR.tmp" "$ROOT_TAR"
+    rm -rf "$WORK/bootstrap"
+fi
+R="$WORK/deb-root"
+mkdir -p "$R"
+tar -C "$R" -xf "$ROOT_TAR"
+mount -t proc proc "$R/proc" 2>/dev/null || echo "   (no /proc in the chroot: mount not permitted)"
+# the file tree, less what changes on its own (dpkg's database and logs, backups of /etc files)
+tree() { (cd "$R" && find . -xdev -path ./proc -prune -o -path ./var/lib/dpkg -prune -o -path ./var/log -prune \
+    -o -path ./var/cache -prune -o -path ./tmp -prune -o -path ./run -prune -o ! -name '*-' -print | sort); }
+tree >"$WORK/before"
+cp "dist/xinfer_${VERSION}_amd64.deb" "$R/tmp/"
+chroot "$R" dpkg -i "/tmp/xinfer_${VERSION}_amd64.deb" >/dev/null
+chroot "$R" getent passwd xinfer | grep -q ':/var/lib/xinfer:' || fail "no xinfer user"
+chroot "$R" systemd-analyze verify /lib/systemd/system/xinfer.service || fail "systemd-analyze verify"
+echo "   systemd-analyze verify xinfer.service: ok"
+cp -r "$MODEL" "$R/var/lib/xinfer/stories"
+chroot "$R" chown -R xinfer:xinfer /var/lib/xinfer/stories
+PORT=$(free_port)
+printf 'model: /var/lib/xinfer/stories\nserved-model-name: [stories]\nhost: 127.0.0.1\nport: %s\nthreads: 1\n' \
+    "$PORT" >"$R/etc/xinfer/xinfer.yaml"
+# what the unit runs, as the unit's user
+chroot --userspec=xinfer:xinfer "$R" env HF_HOME=/var/lib/xinfer/huggingface \
+    /usr/bin/xinfer serve --config /etc/xinfer/xinfer.yaml >"$WORK/deb-serve.log" 2>&1 &
+PIDS+=($!)
+ask_one "$PORT" || { cat "$WORK/deb-serve.log"; exit 1; }
+stop_server "${PIDS[-1]}"
+rm -rf "$R/var/lib/xinfer/stories"
+chroot "$R" dpkg -r xinfer >/dev/null
+tree >"$WORK/after"
+left=$(comm -13 "$WORK/before" "$WORK/after" | tr '\n' ' ')
+gone=$(comm -23 "$WORK/before" "$WORK/after" | tr '\n' ' ')
+[ "$left" = "./etc/xinfer ./etc/xinfer/xinfer.yaml " ] || fail "dpkg -r left: $left"
+[ -z "$gone" ] || fail "dpkg -r removed files it did not install: $gone"
+chroot "$R" getent passwd xinfer >/dev/null && fail "dpkg -r left the xinfer user"
+echo "   dpkg -r left only: $left"
+umount "$R/proc" 2>/dev/null || true
+
+# ---- the .rpm in an empty folder ------------------------------------------------------------
+# An empty root has no shell for the scriptlets (user creation): --noscripts. Debian's rpm
+# warns that it is not the system's package manager; that line is dropped.
+echo "== x86_64 .rpm in an empty folder (rpm -i --root --nodeps --noscripts)"
+E="$WORK/rpm-root"
+mkdir -p "$E"
+rpm_in_e() { rpm --root "$E" --dbpath /var/lib/rpm --nodeps --noscripts "$@" 2>&1 | grep -v '^rpm: ' || true; }
+rpm_in_e -i "dist/xinfer-$VERSION.x86_64.rpm"
+[ -x "$E/usr/bin/xinfer" ] || fail "rpm -i installed no /usr/bin/xinfer"
+PORT=$(free_port)
+printf 'model: %s\nserved-model-name: [stories]\nhost: 127.0.0.1\nport: %s\nthreads: 1\n' \
+    "$MODEL" "$PORT" >"$E/etc/xinfer/xinfer.yaml"
+"$E/usr/bin/xinfer" serve --config "$E/etc/xinfer/xinfer.yaml" >"$WORK/rpm-serve.log" 2>&1 &
+PIDS+=($!)
+ask_one "$PORT" || { cat "$WORK/rpm-serve.log"; exit 1; }
+stop_server "${PIDS[-1]}"
+rpm_in_e -e xinfer
+left=$(cd "$E" && find . -type f ! -path './var/lib/rpm/*' | sort | tr '\n' ' ')
+[ "$left" = "./etc/xinfer/xinfer.yaml.rpmsave " ] || fail "rpm -e left: $left"
+echo "   rpm -e left only: $left"
+
+# ---- the arm64 package's binary under qemu ---------------------------------------------------
+echo "== arm64 package binary under qemu-aarch64 -cpu cortex-a76: model tests"
+PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig make -j"$(nproc)" \
+    STATIC=1 CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar BUILD=build-static-arm64 \
+    build-static-arm64/xinfer_tests >/dev/null
+printf '#!/bin/sh\nexec qemu-aarch64 "%s" "$@"\n' "$WORK/x-arm64/usr/bin/xinfer" >"$WORK/xinfer-arm64"
+chmod +x "$WORK/xinfer-arm64"
+QEMU_LD_PREFIX=/ QEMU_CPU=cortex-a76 XINFER_EXPECT_KERNELS=neon XINFER_BIN="$WORK/xinfer-arm64" \
+    qemu-aarch64 build-static-arm64/xinfer_tests stories cli_generate config_file
