@@ -109,6 +109,13 @@ chroot "$R" dpkg -i "/tmp/xinfer_${VERSION}_amd64.deb" >/dev/null
 chroot "$R" getent passwd xinfer | grep -q ':/var/lib/xinfer:' || fail "no xinfer user"
 chroot "$R" systemd-analyze verify /lib/systemd/system/xinfer.service || fail "systemd-analyze verify"
 echo "   systemd-analyze verify xinfer.service: ok"
+chroot "$R" xinfer --version | grep -q '^linkage:  static libraries, glibc >= 2.28$' || fail "xinfer --version"
+# a Debian minbase has no libcurl: pull says which library it needs, and fails cleanly
+if ! chroot "$R" sh -c 'ls /usr/lib/*/libcurl.so.4' >/dev/null 2>&1; then
+    out=$(chroot "$R" xinfer pull org/name --download-dir /tmp/hub 2>&1) && fail "pull without libcurl: $out"
+    echo "$out" | grep -q 'libcurl.so.4 is not installed' || fail "pull without libcurl: $out"
+    echo "   without libcurl: $out"
+fi
 cp -r "$MODEL" "$R/var/lib/xinfer/stories"
 chroot "$R" chown -R xinfer:xinfer /var/lib/xinfer/stories
 PORT=$(free_port)
