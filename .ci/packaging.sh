@@ -5,7 +5,7 @@
 # `systemd-analyze verify`, the binary serves stories260K there as the service user, and
 # removing the package leaves only the configuration; the x86_64 .rpm installs into an empty
 # folder with `rpm -i --root`, serves from there and erases to its configuration alone; the
-# arm64 package's binary runs the model tests under qemu-aarch64.
+# arm64 package's binary runs the model tests and serves one request under qemu-aarch64.
 #   XINFER_CI_CACHE=/var/cache/xinfer-ci    where the Debian root is kept between runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -168,3 +168,9 @@ printf '#!/bin/sh\nexec qemu-aarch64 "%s" "$@"\n' "$WORK/x-arm64/usr/bin/xinfer"
 chmod +x "$WORK/xinfer-arm64"
 QEMU_LD_PREFIX=/ QEMU_CPU=cortex-a76 XINFER_EXPECT_KERNELS=neon XINFER_BIN="$WORK/xinfer-arm64" \
     qemu-aarch64 build-static-arm64/xinfer_tests stories cli_generate config_file
+PORT=$(free_port)
+QEMU_LD_PREFIX=/ QEMU_CPU=cortex-a76 "$WORK/xinfer-arm64" serve "$MODEL" --served-model-name stories \
+    --host 127.0.0.1 --port "$PORT" --threads 1 >"$WORK/arm64-serve.log" 2>&1 &
+PIDS+=($!)
+ask_one "$PORT" || { cat "$WORK/arm64-serve.log"; exit 1; }
+stop_server "${PIDS[-1]}"
