@@ -57,7 +57,7 @@ printf '%s\n' "${targets[@]}" | xargs -P "$JOBS" -I{} bash -c 'build_one {}'
 # Seeds that live in the shared test data, linked in at run time (never copied into the repo).
 seeds=$BUILD/fuzz-seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{fuzz_safetensors,fuzz_tokenizer_load,fuzz_jinja,fuzz_config}
+mkdir -p "$seeds"/{fuzz_safetensors,fuzz_tokenizer_load,fuzz_jinja,fuzz_config,fuzz_gguf}
 D=$XINFER_TEST_DATA
 seed() { [ -f "$D/$1" ] && ln -sf "$(cd "$(dirname "$D/$1")" && pwd)/$(basename "$1")" "$seeds/$2"; return 0; }
 seed models/stories260K/tokenizer.json fuzz_tokenizer_load/stories260K
@@ -76,6 +76,11 @@ if [ -f "$st" ]; then
     hlen=$(od -An -t u8 -N8 "$st" | tr -d ' ')
     { printf '\001'; head -c $((8 + hlen)) "$st" | tail -c +9; } >"$seeds/fuzz_model_load/header"
 fi
+
+# GGUF: the first 16 KiB of real files (metadata, tokenizer arrays; the data cut off).
+for f in stories260K-f32 llama256-random-q4_k_m qwen3moe-tiny-bf16; do
+    [ -f "$D/gguf/$f.gguf" ] && head -c 16384 "$D/gguf/$f.gguf" >"$seeds/fuzz_gguf/$f-head"
+done
 
 # A fixed seed by default, so a CI run explores the same inputs each time and its verdict does
 # not depend on luck; FUZZ_SEED=0 (libFuzzer: random) for exploratory runs.

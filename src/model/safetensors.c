@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "model/name_index.h"
 
 /* A header larger than this is corrupt, not a model: real ones are well under 10 MB. */
 #define XI_ST_MAX_HEADER ((uint64_t)100 << 20)
@@ -306,37 +307,18 @@ out:
     return rc;
 }
 
-typedef struct name_ref {
-    const char *name;
-    int index;
-} name_ref;
-
-static int cmp_name_ref(const void *a, const void *b) {
-    return strcmp(((const name_ref *)a)->name, ((const name_ref *)b)->name);
-}
-
-/* Build the sorted name index and reject a name that appears in two files. Sorting
- * (name, index) pairs keeps qsort free of global context, so sets may open concurrently. */
+/* Build the sorted name index and reject a name that appears in two files. */
 static int set_index(xi_st_set *s, char *err, size_t errlen) {
-    size_t n = s->n_tensors ? (size_t)s->n_tensors : 1;
-    name_ref *refs = xi_calloc(n, sizeof *refs);
-    s->by_name = xi_calloc(n, sizeof(int));
-    if (!refs || !s->by_name) {
-        free(refs);
+    int dup[2];
+    s->by_name = xi_name_index(s->tensors, s->n_tensors, sizeof *s->tensors,
+                               offsetof(xi_st_tensor, name), dup);
+    if (!s->by_name)
         return xi_errf(err, errlen, "out of memory indexing %d tensors", s->n_tensors);
+    if (dup[0] >= 0) {
+        const xi_st_tensor *a = &s->tensors[dup[0]], *b = &s->tensors[dup[1]];
+        return xi_errf(err, errlen, "%s: tensor %s: also defined in %s", b->file, b->name, a->file);
     }
-    for (int i = 0; i < s->n_tensors; i++) refs[i] = (name_ref){s->tensors[i].name, i};
-    qsort(refs, (size_t)s->n_tensors, sizeof *refs, cmp_name_ref);
-    int rc = 0;
-    for (int i = 0; i < s->n_tensors; i++) {
-        s->by_name[i] = refs[i].index;
-        if (i > 0 && !strcmp(refs[i - 1].name, refs[i].name) && !rc) {
-            const xi_st_tensor *a = &s->tensors[refs[i - 1].index], *b = &s->tensors[refs[i].index];
-            rc = xi_errf(err, errlen, "%s: tensor %s: also defined in %s", b->file, b->name, a->file);
-        }
-    }
-    free(refs);
-    return rc;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- public API */
