@@ -525,3 +525,7 @@ TEST(test_tokenizer_qwen2_tiny_reference_texts_encode_to_reference_ids) {
     json_decref(ref);
     xi_tokenizer_free(t);
 }
+
+/* Shared with test_tokenizer_gguf.c: every llama.cpp vector of `name` encodes to its ids. */
+void tok_test_check_vectors(const xi_tokenizer *t, const char *name);
+void tok_test_check_vectors(const xi_tokenizer *t, const char *name) { check_vectors(t, name); }

@@ -607,7 +607,7 @@ static int load_vocab_merges(xi_tokenizer *t, const char *dir, const json_t *cfg
     return read_config(t, cfg, 0, err, errlen);
 }
 
-xi_tokenizer *xi_tokenizer_load(const char *dir, char *err, size_t errlen) {
+static xi_tokenizer *tok_new(char *err, size_t errlen) {
     xi_tokenizer *t = xi_calloc(1, sizeof *t);
     if (!t) {
         xi_errf(err, errlen, "out of memory");
@@ -615,6 +615,12 @@ xi_tokenizer *xi_tokenizer_load(const char *dir, char *err, size_t errlen) {
     }
     xi_byte_level_init();
     t->unk_id = t->bos_id = t->eos_id = -1;
+    return t;
+}
+
+xi_tokenizer *xi_tokenizer_load(const char *dir, char *err, size_t errlen) {
+    xi_tokenizer *t = tok_new(err, errlen);
+    if (!t) return NULL;
     char cfg_err[512] = "";
     json_t *cfg = load_json(dir, "tokenizer_config.json", 0, cfg_err, sizeof cfg_err);
     int rc;
@@ -639,6 +645,16 @@ xi_tokenizer *xi_tokenizer_load(const char *dir, char *err, size_t errlen) {
     }
     json_decref(cfg);
     if (rc) {
+        xi_tokenizer_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+xi_tokenizer *xi_tokenizer_from_json(const json_t *root, const json_t *cfg, char *err,
+                                     size_t errlen) {
+    xi_tokenizer *t = tok_new(err, errlen);
+    if (t && load_tokenizer_json(t, root, cfg, err, errlen)) {
         xi_tokenizer_free(t);
         return NULL;
     }

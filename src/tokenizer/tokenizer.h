@@ -168,6 +168,12 @@ struct xi_tokenizer {
     char *chat_template;         /* owned or NULL */
 };
 
+/* tokenizer.c: a tokenizer from an in-memory tokenizer.json root and tokenizer_config.json
+ * object (cfg may be NULL), as tokenizer_gguf.c builds them from GGUF metadata. */
+struct json_t;
+xi_tokenizer *xi_tokenizer_from_json(const struct json_t *root, const struct json_t *cfg,
+                                     char *err, size_t errlen);
+
 /* vocab.c */
 int xi_strmap_init(xi_strmap *m, char *const *keys, const uint32_t *lens, int n);
 int32_t xi_strmap_get(const xi_strmap *m, const char *s, size_t len);
