@@ -107,7 +107,7 @@ int cmd_pull(int argc, char **argv) {
     if (local_dir && !o.quiet)
         fprintf(stderr, "%s: %d files in %s (%d copied, %d linked to the cache)\n", name, n_files,
                 local_dir, n_copied, n_files - n_copied);
-    printf("%s\n", local_dir ? local_dir : r.path);
+    printf("%s\n", local_dir ? local_dir : r.gguf ? r.gguf : r.path); /* GGUF: the file */
     xi_hub_result_free(&r);
     return 0;
 }

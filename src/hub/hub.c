@@ -41,6 +41,10 @@ typedef struct hub_ctx {
     int offline, progress, verify, retries, quiet;
     hub_file *files;            /* [n_files] owned */
     int n_files;
+    char tag[64];               /* ORG/NAME:TAG, a GGUF quantization; "" when none */
+    hub_file *ggufs;            /* [n_ggufs] *.gguf files listed, owned until picked */
+    int n_ggufs;
+    char gguf_first[1024];      /* the picked GGUF file (first part) in the repo, or "" */
     xi_buf skipped;             /* names of files left out, for the no-weights message */
 } hub_ctx;
 
@@ -54,7 +58,8 @@ void xi_hub_options_default(xi_hub_options *o) {
 void xi_hub_result_free(xi_hub_result *r) {
     if (!r) return;
     free(r->path);
-    r->path = NULL;
+    free(r->gguf);
+    r->path = r->gguf = NULL;
 }
 
 /* ---- names and options -------------------------------------------------------------- */
@@ -64,10 +69,12 @@ static int name_char(int c) { return isalnum(c) || c == '-' || c == '_' || c == 
 int xi_hub_is_repo_name(const char *s) {
     if (!s) return 0;
     const char *slash = strchr(s, '/'), *at = strchr(s, '@');
-    const char *end = at ? at : s + strlen(s);
+    const char *end = at ? at : s + strlen(s), *colon = memchr(s, ':', (size_t)(end - s));
+    if (colon && (colon + 1 == end || colon < slash)) return 0;
+    if (colon) end = colon;
     if (!slash || slash > end || slash == s || slash + 1 == end) return 0;
-    for (const char *p = s; p < end; p++)
-        if (p != slash && !name_char((unsigned char)*p)) return 0;
+    for (const char *p = s; p < (at ? at : s + strlen(s)); p++)
+        if (p != slash && p != colon && !name_char((unsigned char)*p)) return 0;
     /* Neither part may be "." or "..", nor start with one: that is a relative path. */
     if (s[0] == '.' || slash[1] == '.') return 0;
     if (at) {
@@ -112,6 +119,14 @@ static int ctx_init(hub_ctx *c, const char *name, const xi_hub_options *o, char 
                        "[@REVISION]", name);
     const char *at = strchr(name, '@');
     size_t n = at ? (size_t)(at - name) : strlen(name);
+    const char *colon = memchr(name, ':', n);
+    if (colon) {
+        size_t tl = n - (size_t)(colon - name) - 1;
+        if (tl >= sizeof c->tag) return xi_errf(err, errlen, "%s: tag too long", name);
+        memcpy(c->tag, colon + 1, tl);
+        c->tag[tl] = 0;
+        n = (size_t)(colon - name);
+    }
     if (n >= sizeof c->repo) return xi_errf(err, errlen, "%s: name too long", name);
     memcpy(c->repo, name, n);
     c->repo[n] = 0;
@@ -159,13 +174,18 @@ static int ctx_init(hub_ctx *c, const char *name, const xi_hub_options *o, char 
     return 0;
 }
 
-static void ctx_free(hub_ctx *c) {
-    for (int i = 0; i < c->n_files; i++) {
-        free(c->files[i].path);
-        free(c->files[i].sha256);
-        free(c->files[i].blob_id);
+static void files_free(hub_file *f, int n) {
+    for (int i = 0; i < n; i++) {
+        free(f[i].path);
+        free(f[i].sha256);
+        free(f[i].blob_id);
     }
-    free(c->files);
+    free(f);
+}
+
+static void ctx_free(hub_ctx *c) {
+    files_free(c->files, c->n_files);
+    files_free(c->ggufs, c->n_ggufs);
     free(c->root);
     free(c->repo_dir);
     free(c->token_owned);
@@ -211,14 +231,17 @@ static int safe_blob_name(const char *s) {
 
 static int add_file(hub_ctx *c, const char *path, int64_t size, const char *sha256,
                     const char *blob_id) {
-    if (!wanted(path)) {
+    int gguf = xi_hub_is_gguf_path(path); /* kept aside: only the picked quantization is pulled */
+    if (!gguf && !wanted(path)) {
         xi_buf_printf(&c->skipped, "%s%s", c->skipped.len ? ", " : "", path);
         return 0;
     }
-    hub_file *f = realloc(c->files, (size_t)(c->n_files + 1) * sizeof *f);
+    hub_file **list = gguf ? &c->ggufs : &c->files;
+    int *n = gguf ? &c->n_ggufs : &c->n_files;
+    hub_file *f = realloc(*list, (size_t)(*n + 1) * sizeof *f);
     if (!f) return -1;
-    c->files = f;
-    f = &c->files[c->n_files++];
+    *list = f;
+    f = &f[(*n)++];
     f->path = xi_strdup(path);
     f->size = size;
     f->sha256 = sha256 && is_hex(sha256, 64) ? xi_strdup(sha256) : NULL;
@@ -516,7 +539,8 @@ static int resolve_cached(hub_ctx *c, xi_hub_result *res, const char *why, char 
                        why);
     xi_buf dir = {0};
     xi_buf_printf(&dir, "%s/snapshots/%s", c->repo_dir, c->commit);
-    int n = 0, n_weights = 0, has_cfg = 0, rc = -1;
+    int n = 0, n_weights = 0, has_cfg = 0, rc = -1, n_gguf = 0;
+    char **ggufs = NULL;
     DIR *d = opendir(dir.data);
     if (!d) {
         xi_errf(err, errlen, "%s: %s: %s", c->repo, dir.data, strerror(errno));
@@ -532,6 +556,29 @@ static int resolve_cached(hub_ctx *c, xi_hub_result *res, const char *why, char 
         n++;
         n_weights += ends_with(e->d_name, ".safetensors");
         has_cfg |= !strcmp(e->d_name, "config.json");
+        if (xi_hub_is_gguf_path(e->d_name)) {
+            char **g = realloc(ggufs, (size_t)(n_gguf + 1) * sizeof *g);
+            if (!g || !(g[n_gguf] = xi_strdup(e->d_name))) {
+                if (g) ggufs = g;
+                xi_errf(err, errlen, "out of memory");
+                goto done;
+            }
+            ggufs = g;
+            n_gguf++;
+        }
+    }
+    if ((c->tag[0] || !n_weights) && n_gguf) {
+        /* A GGUF snapshot holds what earlier pulls picked: pick the tag among them. */
+        int *chosen = xi_calloc((size_t)n_gguf, sizeof *chosen);
+        int k = chosen ? xi_hub_gguf_pick((const char *const *)ggufs, n_gguf, c->tag, chosen,
+                                          err, errlen) : -1;
+        if (k > 0) res->gguf = xi_path_join(dir.data, ggufs[chosen[0]]);
+        free(chosen);
+        if (k <= 0) {
+            xi_err_prefix(err, errlen, "%s: the cached snapshot %s%s", c->repo, dir.data, why);
+            goto done;
+        }
+        has_cfg = n_weights = 1;
     }
     if (!has_cfg || !n_weights) {
         xi_errf(err, errlen, "%s: the cached snapshot %s is incomplete (no %s)%s", c->repo,
@@ -545,8 +592,60 @@ static int resolve_cached(hub_ctx *c, xi_hub_result *res, const char *why, char 
     rc = res->path ? 0 : xi_errf(err, errlen, "out of memory");
 done:
     if (d) closedir(d);
+    for (int i = 0; i < n_gguf; i++) free(ggufs[i]);
+    free(ggufs);
     xi_buf_free(&dir);
     return rc;
+}
+
+/* ---- GGUF repos ---------------------------------------------------------------------- */
+
+static int count_safetensors(const hub_file *f, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++) k += ends_with(f[i].path, ".safetensors");
+    return k;
+}
+
+/* With a tag, or without safetensors: pull the picked GGUF file(s) instead of safetensors.
+ * Returns 1 when GGUF was picked, 0 when the repo is a safetensors one, -1 on error. */
+static int pick_gguf(hub_ctx *c, char *err, size_t errlen) {
+    if (!c->tag[0] && (count_safetensors(c->files, c->n_files) || !c->n_ggufs)) return 0;
+    const char **paths = xi_calloc((size_t)c->n_ggufs + 1, sizeof *paths);
+    int *chosen = xi_calloc((size_t)c->n_ggufs + 1, sizeof *chosen);
+    int k = paths && chosen ? 0 : xi_errf(err, errlen, "out of memory");
+    for (int i = 0; i < c->n_ggufs && !k; i++) paths[i] = c->ggufs[i].path;
+    if (!k) k = xi_hub_gguf_pick(paths, c->n_ggufs, c->tag, chosen, err, errlen);
+    free(paths);
+    if (k < 0) {
+        free(chosen);
+        return xi_err_prefix(err, errlen, "%s@%s", c->repo, c->rev);
+    }
+    /* The safetensors weights stay behind; config and tokenizer files come along. */
+    int w = 0;
+    for (int i = 0; i < c->n_files; i++) {
+        if (ends_with(c->files[i].path, ".safetensors") ||
+            ends_with(c->files[i].path, ".safetensors.index.json")) {
+            free(c->files[i].path);
+            free(c->files[i].sha256);
+            free(c->files[i].blob_id);
+        } else {
+            c->files[w++] = c->files[i];
+        }
+    }
+    c->n_files = w;
+    hub_file *f = realloc(c->files, (size_t)(c->n_files + k) * sizeof *f);
+    if (!f) {
+        free(chosen);
+        return xi_errf(err, errlen, "out of memory");
+    }
+    c->files = f;
+    for (int i = 0; i < k; i++) {
+        c->files[c->n_files++] = c->ggufs[chosen[i]];
+        c->ggufs[chosen[i]] = (hub_file){0};
+    }
+    snprintf(c->gguf_first, sizeof c->gguf_first, "%s", c->files[c->n_files - k].path);
+    free(chosen);
+    return 1;
 }
 
 /* ---- entry points ------------------------------------------------------------------- */
@@ -566,12 +665,11 @@ static int pull(hub_ctx *c, xi_hub_result *res, char *err, size_t errlen) {
                                res->commit);
         return 0;
     }
-    if (rc) return -1;
-    int n_weights = 0;
-    for (int i = 0; i < c->n_files; i++) n_weights += ends_with(c->files[i].path, ".safetensors");
+    if (rc || pick_gguf(c, err, errlen) < 0) return -1;
+    int n_weights = count_safetensors(c->files, c->n_files) + !!c->gguf_first[0];
     if (!n_weights)
-        return xi_errf(err, errlen, "%s@%s has no safetensors weights (it has: %s); xinfer "
-                       "loads safetensors only", c->repo, c->rev,
+        return xi_errf(err, errlen, "%s@%s has no safetensors weights and no GGUF file (it "
+                       "has: %s)", c->repo, c->rev,
                        c->skipped.len ? c->skipped.data : "no other files");
     if (!is_hex(c->commit, strlen(c->commit)) && c->source == XI_HUB_SOURCE_HF)
         return xi_errf(err, errlen, "%s: the hub gave a bad commit '%s'", c->repo, c->commit);
@@ -592,6 +690,8 @@ static int pull(hub_ctx *c, xi_hub_result *res, char *err, size_t errlen) {
     xi_buf dir = {0};
     xi_buf_printf(&dir, "%s/snapshots/%s", c->repo_dir, c->commit);
     res->path = dir.data;
+    if (c->gguf_first[0] && dir.data && !(res->gguf = xi_path_join(dir.data, c->gguf_first)))
+        return xi_errf(err, errlen, "out of memory");
     res->n_files = c->n_files;
     snprintf(res->commit, sizeof res->commit, "%s", c->commit);
     return res->path ? 0 : xi_errf(err, errlen, "out of memory");
@@ -622,11 +722,17 @@ char *xi_hub_resolve(const char *name_or_dir, const xi_hub_options *o, char *err
         return NULL;
     }
     if (xi_dir_exists(name_or_dir)) return xi_strdup(name_or_dir);
+    if (xi_hub_is_gguf_path(name_or_dir) && xi_file_exists(name_or_dir))
+        return xi_strdup(name_or_dir);
+    if (!strncmp(name_or_dir, "ollama:", 7)) return xi_hub_ollama_resolve(name_or_dir, err, errlen);
     if (!xi_hub_is_repo_name(name_or_dir)) {
-        xi_errf(err, errlen, "%s: no such model folder (and not a hub name ORG/NAME)", name_or_dir);
+        xi_errf(err, errlen, "%s: no such model folder or GGUF file (and not a hub name "
+                "ORG/NAME)", name_or_dir);
         return NULL;
     }
     xi_hub_result r;
     if (xi_hub_pull(name_or_dir, o, &r, err, errlen)) return NULL;
-    return r.path;
+    if (!r.gguf) return r.path;
+    free(r.path);
+    return r.gguf;
 }

@@ -48,12 +48,13 @@ typedef struct xi_hub_result {
     int n_downloaded;           /* files fetched over the network in this call */
     int64_t bytes_downloaded;   /* bytes received in this call (resumed parts not counted) */
     int from_cache_offline;     /* 1: the network was not used (offline, or unreachable) */
+    char *gguf;                 /* a GGUF pull: the (first part's) file in path, owned; else NULL */
 } xi_hub_result;
 
 void xi_hub_result_free(xi_hub_result *r);
 
-/* 1 when s has the shape ORG/NAME or ORG/NAME@REVISION (letters, digits, '-', '_', '.'),
- * whether or not such a repo exists. */
+/* 1 when s has the shape ORG/NAME[:TAG][@REVISION] (letters, digits, '-', '_', '.'),
+ * whether or not such a repo exists. TAG picks a GGUF quantization (Q4_K_M). */
 int xi_hub_is_repo_name(const char *s);
 
 /* Download (or complete, or just verify) ORG/NAME[@REVISION] into the cache: the files
@@ -74,6 +75,19 @@ char *xi_hub_resolve(const char *name_or_dir, const xi_hub_options *o, char *err
  * kept. Returns 0 with the file count and how many were copied, or -1 with err. */
 int xi_hub_export_dir(const char *snapshot, const char *dir, int *n_files, int *n_copied,
                       char *err, size_t errlen);
+
+/* ---- GGUF files by name (gguf_files.c) ----
+ * A repo whose name carries :TAG, or that has no safetensors, is pulled as GGUF: the file (all
+ * split parts) whose path holds TAG as a word, case-insensitively; without a tag Q4_K_M, else
+ * the first GGUF by name (mmproj files never). */
+int xi_hub_is_gguf_path(const char *path);
+/* Indices into paths of the chosen files, in name order (the first part first); returns their
+ * count, or -1 with err naming the GGUF files there are. */
+int xi_hub_gguf_pick(const char *const *paths, int n, const char *tag, int *chosen, char *err,
+                     size_t errlen);
+/* ollama:NAME[:TAG] (TAG defaults to latest) → the GGUF model blob of Ollama's manifest under
+ * OLLAMA_MODELS (default ~/.ollama/models), used in place. Heap path, or NULL with err. */
+char *xi_hub_ollama_resolve(const char *name, char *err, size_t errlen);
 
 /* sha256 of a file as 64 lowercase hex digits + NUL. Returns 0, or -1 with err. */
 int xi_hub_sha256_file(const char *path, char hex[65], char *err, size_t errlen);
