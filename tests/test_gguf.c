@@ -1,8 +1,10 @@
 /* GGUF reader and writer: real llama.cpp files, round trips of every value type, splits, and
  * corrupt or truncated files built by the test, each of which must fail with one line naming
  * the file and the key or tensor. */
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -409,4 +411,51 @@ TEST(test_gguf_split_parts_open_as_one_model) {
     free(first);
     free(second);
     free(third);
+}
+
+/* ---- xinfer inspect FILE.gguf, through the binary ---- */
+
+TEST(test_gguf_inspect_shows_metadata_and_each_tensors_type) {
+    const char *file = xi_test_data("gguf/llama256-random-q4_k_m-mix.gguf");
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s inspect '%s' --json 2>/dev/null", xi_test_bin(), file);
+    CHECK_EQ(xi_test_run(cmd, &out), 0);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    CHECKF(j, "%s: %s", je.text, out);
+    free(out);
+    CHECK_STR(json_string_value(json_object_get(j, "format")), "gguf");
+    json_t *meta = json_object_get(j, "metadata");
+    CHECK_STR(json_string_value(json_object_get(meta, "general.architecture")), "llama");
+    CHECK_EQ(json_integer_value(json_object_get(meta, "llama.block_count")), 2);
+    CHECK_EQ(json_integer_value(json_object_get(json_object_get(meta, "tokenizer.ggml.tokens"), "n")),
+             512);
+    /* Every tensor's type as llama-quantize's mixture made it (the reference lists them). */
+    json_t *ref = json_load_file(xi_test_data("gguf/llama256-random-q4_k_m-mix.reference.json"), 0, &je);
+    CHECK(ref);
+    json_t *types = json_object_get(ref, "tensor_types");
+    json_t *tensors = json_object_get(j, "tensors");
+    CHECK_EQ(json_array_size(tensors), json_object_size(types));
+    int q6 = 0;
+    size_t i;
+    json_t *t;
+    json_array_foreach(tensors, i, t) {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        const char *want = json_string_value(json_object_get(types, name));
+        const char *got = json_string_value(json_object_get(t, "type"));
+        CHECKF(want && got && !strcasecmp(want, got), "%s: %s vs %s", name, got, want);
+        q6 += !strcmp(got, "q6_K");
+    }
+    CHECK(q6 > 0);
+    json_decref(ref);
+    json_decref(j);
+    /* A broken file: one line naming it, exit 1. */
+    char *cut = xi_path_join(xi_test_tmpdir(), "cut.gguf");
+    snprintf(cmd, sizeof cmd, "head -c 5000 '%s' > '%s' && %s inspect '%s' 2>&1", file, cut,
+             xi_test_bin(), cut);
+    int rc = xi_test_run(cmd, &out);
+    CHECKF(rc == 1 && strstr(out, "cut.gguf") && strstr(out, "truncated") &&
+           strchr(out, '\n') == out + strlen(out) - 1, "rc %d: %s", rc, out);
+    free(out);
+    free(cut);
 }

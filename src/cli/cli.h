@@ -5,6 +5,7 @@
 int cmd_generate(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_inspect_gguf(const char *path, int as_json); /* cmd_inspect_gguf.c */
 int cmd_serve(int argc, char **argv);
 int cmd_env(int argc, char **argv);
 int cmd_plan(int argc, char **argv);

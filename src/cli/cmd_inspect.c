@@ -143,8 +143,9 @@ int cmd_inspect(int argc, char **argv) {
         if (!strcmp(argv[i], "--json")) {
             as_json = 1;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: xinfer inspect MODEL_DIR [--json]\n"
-                   "Print a model folder's architecture, parameter count, bytes per dtype and tensors.\n");
+            printf("usage: xinfer inspect MODEL_DIR|FILE.gguf [--json]\n"
+                   "Print a model folder's architecture, parameter count, bytes per dtype and tensors;\n"
+                   "for a GGUF file its metadata and each tensor's type.\n");
             return 0;
         } else if (argv[i][0] == '-' || dir) {
             fprintf(stderr, "xinfer inspect: unexpected argument '%s' (usage: xinfer inspect MODEL_DIR [--json])\n",
@@ -166,6 +167,11 @@ int cmd_inspect(int argc, char **argv) {
         return 1;
     }
     dir = resolved;
+    if (xi_hub_is_gguf_path(dir)) {
+        int grc = cmd_inspect_gguf(dir, as_json);
+        free(resolved);
+        return grc;
+    }
     xi_config cfg;
     if (xi_config_load(&cfg, dir, err, sizeof err)) {
         fprintf(stderr, "xinfer inspect: %s\n", err);
