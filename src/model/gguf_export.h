@@ -1,0 +1,16 @@
+/* model/gguf_export: a GGUF file of arch llama or qwen2 written out as a Hugging Face folder
+ * (config.json + model.safetensors with every weight dequantized to dtype F32, BF16 or F16;
+ * norms F32), so the safetensors loader can serve it until it binds GGUF tensors directly.
+ * Llama's q/k row interleave is undone; types without a dequantizer, 3-D tensors and RoPE
+ * scaling are refused by name. The error names the file and the key or tensor. */
+#ifndef XI_GGUF_EXPORT_H
+#define XI_GGUF_EXPORT_H
+
+#include <stddef.h>
+
+#include "tensor/dtype.h"
+
+int xi_gguf_export_hf(const char *gguf_path, const char *out_dir, xi_dtype dtype, char *err,
+                      size_t errlen);
+
+#endif
