@@ -88,6 +88,15 @@ static const char *rd_str(cur *c, uint64_t *len, const char *what) {
     return s;
 }
 
+/* Names end up in error lines: no control characters (bytes above max are refused too). */
+static int printable(const char *s, uint64_t n, unsigned max) {
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch == 0x7f || ch > max) return 0;
+    }
+    return 1;
+}
+
 static const int vsize[XI_GGUF_VTYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 static const char *const vname[XI_GGUF_VTYPE_COUNT] = {
     "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
@@ -228,9 +237,9 @@ static int read_metadata(xi_gguf *g, cur *c, uint64_t n_kv, int keep) {
         uint64_t klen;
         const char *k = rd_str(c, &klen, "metadata key");
         if (!k) return -1;
-        if (klen == 0 || klen > 65535 || memchr(k, 0, (size_t)klen))
-            return xi_errf(c->err, c->errlen, "%s: metadata key %llu: bad key of length %llu",
-                           c->path, (unsigned long long)i, (unsigned long long)klen);
+        if (klen == 0 || klen > 65535 || !printable(k, klen, 0x7e))
+            return xi_errf(c->err, c->errlen, "%s: metadata key %llu: not 1..65535 bytes of "
+                           "printable ASCII", c->path, (unsigned long long)i);
         char *key = xi_strndup(k, (size_t)klen);
         xi_gguf_kv kv = {0};
         if (!key) return xi_errf(c->err, c->errlen, "%s: out of memory", c->path);
@@ -379,9 +388,9 @@ static int rd_tensor_info(cur *c, xi_gguf *g, const char *file, uint64_t *offset
     uint64_t nlen;
     const char *nm = rd_str(c, &nlen, "tensor name");
     if (!nm) return -1;
-    if (nlen == 0 || nlen > GGUF_MAX_NAME || memchr(nm, 0, (size_t)nlen))
-        return xi_errf(c->err, c->errlen, "%s: tensor %d: bad name of length %llu", c->path,
-                       g->n_tensors, (unsigned long long)nlen);
+    if (nlen == 0 || nlen > GGUF_MAX_NAME || !printable(nm, nlen, 0xff))
+        return xi_errf(c->err, c->errlen, "%s: tensor %d: name is not 1..%d bytes of text", c->path,
+                       g->n_tensors, GGUF_MAX_NAME);
     xi_gguf_tensor *t = push_tensor(g);
     if (!t || !(t->name = xi_strndup(nm, (size_t)nlen)))
         return xi_errf(c->err, c->errlen, "%s: out of memory", c->path);
