@@ -70,7 +70,7 @@ int xi_hub_is_repo_name(const char *s) {
     if (!s) return 0;
     const char *slash = strchr(s, '/'), *at = strchr(s, '@');
     const char *end = at ? at : s + strlen(s), *colon = memchr(s, ':', (size_t)(end - s));
-    if (colon && (colon + 1 == end || colon < slash)) return 0;
+    if (colon && (!slash || colon + 1 == end || colon < slash)) return 0;
     if (colon) end = colon;
     if (!slash || slash > end || slash == s || slash + 1 == end) return 0;
     for (const char *p = s; p < (at ? at : s + strlen(s)); p++)
