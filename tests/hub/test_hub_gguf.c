@@ -52,7 +52,9 @@ TEST(test_hub_gguf_tag_picks_every_split_part_and_nothing_else) {
     xi_hub_options o;
     xi_hub_options_default(&o);
     o.source = XI_HUB_SOURCE_HF;
-    o.endpoint = fake_hub_url(h);
+    char url[256]; /* outlives the hub: the offline part below still names it */
+    snprintf(url, sizeof url, "%s", fake_hub_url(h));
+    o.endpoint = url;
     o.cache_dir = xi_path_join(xi_test_tmpdir(), "cache");
     o.offline = 0;
     o.progress = 0;
