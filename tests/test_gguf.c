@@ -459,3 +459,58 @@ TEST(test_gguf_inspect_shows_metadata_and_each_tensors_type) {
     free(out);
     free(cut);
 }
+
+/* The writer's F16, BF16 and Q8_0 conversions give llama.cpp's bytes: every 2-D tensor of the
+ * F32 file, converted, equals the same tensor of llama-quantize's files. */
+TEST(test_gguf_writer_conversions_match_llama_cpp_bytes) {
+    static const struct {
+        const char *file;
+        int type;
+    } cases[] = {{"f16", XI_GGML_F16}, {"bf16", XI_GGML_BF16}, {"q8_0", XI_GGML_Q8_0}};
+    char err[512] = "";
+    xi_gguf *src = xi_gguf_open(xi_test_data("gguf/llama256-random-f32.gguf"), err, sizeof err);
+    CHECKF(src, "%s", err);
+    for (size_t c = 0; c < XI_ARRAY_LEN(cases); c++) {
+        char rel[96];
+        snprintf(rel, sizeof rel, "gguf/llama256-random-%s.gguf", cases[c].file);
+        xi_gguf *ref = xi_gguf_open(xi_test_data(rel), err, sizeof err);
+        CHECKF(ref, "%s", err);
+        xi_gguf_writer *w = xi_gguf_writer_new(0);
+        int n = 0;
+        for (int i = 0; i < xi_gguf_tensor_count(src); i++) {
+            const xi_gguf_tensor *t = xi_gguf_tensor_at(src, i);
+            if (t->n_dims != 2) continue;
+            float *x = malloc(t->nbytes);
+            memcpy(x, t->data, t->nbytes);
+            CHECK(xi_gguf_write_tensor_f32(w, t->name, cases[c].type, 2, t->ne, x) == 0);
+            free(x); /* the writer keeps its own converted copy */
+            n++;
+        }
+        char *path = xi_path_join(xi_test_tmpdir(), "converted.gguf");
+        CHECKF(xi_gguf_writer_write(w, path, err, sizeof err) == 0, "%s", err);
+        xi_gguf_writer_free(w);
+        xi_gguf *got = xi_gguf_open(path, err, sizeof err);
+        CHECKF(got, "%s", err);
+        CHECK_EQ(xi_gguf_tensor_count(got), n);
+        CHECK(n == 16);
+        for (int i = 0; i < n; i++) {
+            const xi_gguf_tensor *a = xi_gguf_tensor_at(got, i);
+            const xi_gguf_tensor *b = xi_gguf_find_tensor(ref, a->name);
+            CHECK(b && b->type->id == cases[c].type && a->nbytes == b->nbytes);
+            CHECKF(!memcmp(a->data, b->data, a->nbytes), "%s %s: bytes differ from llama.cpp's",
+                   cases[c].file, a->name);
+        }
+        xi_gguf_close(got);
+        xi_gguf_close(ref);
+        free(path);
+    }
+    /* Only those conversions: a Q4_K request is refused, and so is the file. */
+    xi_gguf_writer *w = xi_gguf_writer_new(0);
+    static const float zeros[256];
+    CHECK(xi_gguf_write_tensor_f32(w, "x", XI_GGML_Q4_K, 1, (int64_t[]){256}, zeros) == -1);
+    char *bad = xi_path_join(xi_test_tmpdir(), "refused.gguf");
+    CHECK(xi_gguf_writer_write(w, bad, err, sizeof err) == -1 && strstr(err, "invalid"));
+    xi_gguf_writer_free(w);
+    free(bad);
+    xi_gguf_close(src);
+}

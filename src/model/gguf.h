@@ -109,6 +109,11 @@ int xi_gguf_write_arr_str(xi_gguf_writer *w, const char *key, uint64_t n,
 /* A tensor of ggml type id with ne[0..n_dims) (row dimension first), its bytes at data. */
 int xi_gguf_write_tensor(xi_gguf_writer *w, const char *name, int type, int n_dims,
                          const int64_t *ne, const void *data);
+/* A tensor given as f32 values, stored as type F32, F16, BF16 or Q8_0 (rounded as llama.cpp's
+ * converter and quantizer do); the writer keeps its own copy. -1 for another type or a row
+ * that is not whole blocks. */
+int xi_gguf_write_tensor_f32(xi_gguf_writer *w, const char *name, int type, int n_dims,
+                             const int64_t *ne, const float *x);
 /* Write the file (version 3); -1 with err. */
 int xi_gguf_writer_write(xi_gguf_writer *w, const char *path, char *err, size_t errlen);
 

@@ -7,12 +7,14 @@
 
 #include "base/base.h"
 #include "model/gguf.h"
+#include "tensor/dtype.h"
 
 typedef struct w_tensor {
     char *name;
     int type, n_dims;
     int64_t ne[XI_GGUF_MAX_DIMS];
     const void *data;
+    void *owned;       /* data converted by the writer, or NULL (borrowed) */
     size_t nbytes;
 } w_tensor;
 
@@ -38,7 +40,10 @@ xi_gguf_writer *xi_gguf_writer_new(uint32_t alignment) {
 void xi_gguf_writer_free(xi_gguf_writer *w) {
     if (!w) return;
     xi_buf_free(&w->kv);
-    for (int i = 0; i < w->n_tensors; i++) free(w->tensors[i].name);
+    for (int i = 0; i < w->n_tensors; i++) {
+        free(w->tensors[i].name);
+        free(w->tensors[i].owned);
+    }
     free(w->tensors);
     free(w);
 }
@@ -120,6 +125,36 @@ int xi_gguf_write_tensor(xi_gguf_writer *w, const char *name, int type, int n_di
     t->nbytes = row * (size_t)rows;
     t->data = data;
     w->n_tensors++;
+    return 0;
+}
+
+int xi_gguf_write_tensor_f32(xi_gguf_writer *w, const char *name, int type, int n_dims,
+                             const int64_t *ne, const float *x) {
+    const xi_qtype *qt = xi_qtype_get(type);
+    if (!qt || (type != XI_GGML_F32 && type != XI_GGML_F16 && type != XI_GGML_BF16 &&
+                type != XI_GGML_Q8_0))
+        return w->failed = -1;
+    int64_t rows = 1;
+    for (int d = 1; d < n_dims && d < XI_GGUF_MAX_DIMS; d++) rows *= ne[d];
+    size_t rb = xi_qtype_row_bytes(qt, ne[0]);
+    void *buf = malloc(rb * (size_t)rows + 1);
+    if (!buf || (!rb && ne[0])) {
+        free(buf);
+        return w->failed = -1;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *dst = (uint8_t *)buf + (size_t)r * rb;
+        const float *src = x + r * ne[0];
+        /* ggml's Q8_0 block is the Q8_0 activation block: f16 amax / 127, rounded values. */
+        if (type == XI_GGML_Q8_0) xi_qtype_quantize_act(XI_ACT_Q8_0, src, dst, ne[0]);
+        else xi_from_f32(dst, type == XI_GGML_F32 ? XI_F32 : type == XI_GGML_F16 ? XI_F16 : XI_BF16,
+                         src, (size_t)ne[0]);
+    }
+    if (xi_gguf_write_tensor(w, name, type, n_dims, ne, buf)) {
+        free(buf);
+        return -1;
+    }
+    w->tensors[w->n_tensors - 1].owned = buf;
     return 0;
 }
 
