@@ -141,3 +141,43 @@ TEST(test_gguf_export_refuses_other_architectures_by_name) {
     char *dir = export("gguf/qwen3moe-tiny-bf16.gguf", err, sizeof err);
     CHECKF(!dir && strstr(err, "qwen3moe-tiny-bf16.gguf") && strstr(err, "'qwen3moe'"), "%s", err);
 }
+
+/* stories260K-f32.gguf continues each prompt with llama2.c run.c's greedy ids. Teacher-forced:
+ * one batch of prompt + reference continuation; the argmax at each position from the prompt's
+ * last on must be the next reference id. */
+TEST(test_gguf_export_stories260k_gives_llama2c_greedy_ids) {
+    char err[512] = "";
+    char *dir = export("gguf/stories260K-f32.gguf", err, sizeof err);
+    CHECKF(dir, "%s", err);
+    xi_model *m = load_dir(dir);
+    CHECK(m);
+    json_t *ref = tm_load_json("gguf/stories260K-f32.reference.json");
+    json_t *seqs = json_object_get(ref, "sequences"), *greedy = json_object_get(ref, "llama2c_run_c_greedy");
+    CHECK(json_array_size(seqs) == 3 && json_array_size(greedy) == 3);
+    const xi_config *c = xi_model_config(m);
+    int V = c->vocab_size, checked = 0;
+    for (size_t s = 0; s < 3; s++) {
+        json_t *ids = json_object_get(json_array_get(seqs, s), "ids"), *g = json_array_get(greedy, s);
+        int np = (int)json_array_size(ids), ng = (int)json_array_size(g), n = np + ng;
+        int32_t *tok = malloc(sizeof *tok * (size_t)n);
+        for (int k = 0; k < np; k++) tok[k] = (int32_t)json_integer_value(json_array_get(ids, k));
+        for (int k = 0; k < ng; k++) tok[np + k] = (int32_t)json_integer_value(json_array_get(g, k));
+        float *l = malloc(sizeof *l * (size_t)n * (size_t)V);
+        xi_kv_store *kv = xi_kv_store_new(c, 16, 16, XI_F32, err, sizeof err);
+        tm_seq seq;
+        tm_seq_init(&seq, 0, 16);
+        tm_seq *sp = &seq;
+        const int32_t *tp = tok;
+        CHECK(tm_forward(m, kv, &sp, &tp, &n, 1, 1, l) == 0);
+        for (int k = 0; k < ng; k++, checked++)
+            CHECKF(tm_argmax(l + (size_t)(np - 1 + k) * (size_t)V, V) == tok[np + k],
+                   "prompt %zu step %d", s, k);
+        xi_kv_store_free(kv);
+        free(l);
+        free(tok);
+    }
+    CHECK_EQ(checked, 48);
+    json_decref(ref);
+    xi_model_free(m);
+    free(dir);
+}
