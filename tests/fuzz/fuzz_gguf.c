@@ -1,8 +1,10 @@
 /* Fuzz the GGUF reader. The input is a whole .gguf file. Every tensor the reader accepts must
  * lie inside the file (its first and last byte are touched), every metadata string and array
- * element must be readable, and a rejected file must come back with one error line. */
+ * element must be readable, and a rejected file must come back with one error line. The
+ * tokenizer in the metadata must load or fail with a message. */
 #include "fuzz_util.h"
 #include "model/gguf.h"
+#include "tokenizer/tokenizer_gguf.h"
 
 static volatile uint8_t sink;
 
@@ -53,6 +55,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     walk(g);
+    /* The tokenizer in the metadata loads or fails with a message, and encodes when loaded. */
+    err[0] = 0;
+    xi_tokenizer *t = xi_tokenizer_load_gguf(g, err, sizeof err);
+    if (!t && !err[0]) fuzz_fail("tokenizer failed without an error");
+    if (t) {
+        int32_t *ids = NULL;
+        int n = xi_tokenizer_encode(t, "Hello world <s> 123", 19, 1, 1, &ids, err, sizeof err);
+        char *text = n > 0 ? xi_tokenizer_decode(t, ids, n, 0, NULL, err, sizeof err) : NULL;
+        free(text);
+        free(ids);
+        xi_tokenizer_free(t);
+    }
     xi_gguf_close(g);
     return 0;
 }
