@@ -365,7 +365,9 @@ int64_t xi_gguf_arr_i64(const xi_gguf_kv *kv, uint64_t i) {
     if (kv->type != XI_GGUF_ARR || kv->arr_type == XI_GGUF_STR || i >= kv->n) return 0;
     xi_gguf_vtype t = kv->arr_type;
     const uint8_t *p = (const uint8_t *)kv->data + i * (uint64_t)vsize[t];
-    return t == XI_GGUF_F32 || t == XI_GGUF_F64 ? (int64_t)as_f64(t, p, &ok) : as_i64(t, p, &ok);
+    if (t != XI_GGUF_F32 && t != XI_GGUF_F64) return as_i64(t, p, &ok);
+    double v = as_f64(t, p, &ok); /* a float out of int64's range (or NaN) reads as 0 */
+    return v > -9.2e18 && v < 9.2e18 ? (int64_t)v : 0;
 }
 
 /* ---------------------------------------------------------------- tensors */
