@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "model/gguf.h"
 #include "model/gguf_export.h"
+#include "model/safetensors.h"
 #include "model_util.h"
 #include "test.h"
 
@@ -42,12 +44,16 @@ static int prompt_logits(xi_model *m, json_t *seqs, float *out /* [n_seq][vocab]
     return c->vocab_size;
 }
 
+/* rel: in the shared data, or an absolute path. */
 static char *export(const char *rel, char *err, size_t errlen) {
     char name[128];
     snprintf(name, sizeof name, "%s.hf", strrchr(rel, '/') + 1);
     char *dir = xi_path_join(xi_test_tmpdir(), name), cmd[1200];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
-    if (system(cmd) || xi_gguf_export_hf(xi_test_data(rel), dir, XI_F32, err, errlen)) {
+    char *src = rel[0] == '/' ? xi_strdup(rel) : xi_test_data(rel);
+    int rc = system(cmd) || xi_gguf_export_hf(src, dir, XI_F32, err, errlen);
+    free(src);
+    if (rc) {
         free(dir);
         return NULL;
     }
@@ -180,4 +186,54 @@ TEST(test_gguf_export_stories260k_gives_llama2c_greedy_ids) {
     json_decref(ref);
     xi_model_free(m);
     free(dir);
+}
+
+/* Qwen2 (q/k/v biases, rows not permuted, tied embeddings): models/qwen2-tiny-random written
+ * as GGUF with llama.cpp's names by the project's writer, exported back, gives the folder's
+ * logits. */
+TEST(test_gguf_export_qwen2_with_biases_gives_the_safetensors_logits) {
+    static const char *const renames[][2] = {
+        {"model.embed_tokens.", "token_embd."}, {"model.norm.", "output_norm."},
+        {"model.layers.", "blk."}, {"self_attn.q_proj.", "attn_q."}, {"self_attn.k_proj.", "attn_k."},
+        {"self_attn.v_proj.", "attn_v."}, {"self_attn.o_proj.", "attn_output."},
+        {"input_layernorm.", "attn_norm."}, {"post_attention_layernorm.", "ffn_norm."},
+        {"mlp.gate_proj.", "ffn_gate."}, {"mlp.up_proj.", "ffn_up."}, {"mlp.down_proj.", "ffn_down."},
+    };
+    char err[512] = "";
+    xi_st_set *st = xi_st_open_dir(xi_test_data("models/qwen2-tiny-random"), err, sizeof err);
+    CHECKF(st, "%s", err);
+    xi_gguf_writer *w = xi_gguf_writer_new(0);
+    xi_gguf_write_str(w, "general.architecture", "qwen2");
+    static const struct {
+        const char *key;
+        uint32_t v;
+    } u32[] = {{"qwen2.embedding_length", 64}, {"qwen2.feed_forward_length", 160},
+               {"qwen2.block_count", 2}, {"qwen2.attention.head_count", 4},
+               {"qwen2.attention.head_count_kv", 2}, {"qwen2.context_length", 4096}};
+    for (size_t i = 0; i < XI_ARRAY_LEN(u32); i++) xi_gguf_write_u32(w, u32[i].key, u32[i].v);
+    xi_gguf_write_f32(w, "qwen2.rope.freq_base", 1e6f);
+    xi_gguf_write_f32(w, "qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
+    char names[64][96];
+    CHECK(xi_st_count(st) <= 64);
+    for (int i = 0; i < xi_st_count(st); i++) {
+        const xi_st_tensor *t = xi_st_at(st, i);
+        snprintf(names[i], sizeof names[i], "%s", t->name);
+        for (size_t r = 0; r < XI_ARRAY_LEN(renames); r++) {
+            char *at = strstr(names[i], renames[r][0]);
+            if (!at) continue;
+            char tail[96];
+            snprintf(tail, sizeof tail, "%s", at + strlen(renames[r][0]));
+            snprintf(at, sizeof names[i] - (size_t)(at - names[i]), "%s%s", renames[r][1], tail);
+        }
+        int64_t ne[2] = {t->shape[t->n_dims - 1], t->n_dims == 2 ? t->shape[0] : 1};
+        CHECK(t->dtype == XI_BF16);
+        xi_gguf_write_tensor(w, names[i], XI_GGML_BF16, t->n_dims, ne, t->data);
+    }
+    char *path = xi_path_join(xi_test_tmpdir(), "qwen2-tiny.gguf");
+    CHECKF(xi_gguf_writer_write(w, path, err, sizeof err) == 0, "%s", err);
+    xi_gguf_writer_free(w);
+    xi_st_close(st);
+    check_same_as_folder(path, "models/qwen2-tiny-random", "models/qwen2-tiny-random/reference.json",
+                         1e-5);
+    free(path);
 }
