@@ -15,7 +15,7 @@ CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_DIRS := src/base src/tensor src/kernels src/model src/tokenizer src/sample \
+LIB_DIRS := src/base src/tensor src/kernels src/model src/model/arch src/tokenizer src/sample \
             src/engine src/api src/ops src/loadgen src/hub
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 ifneq (,$(findstring x86_64,$(TRIPLE)))

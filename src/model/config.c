@@ -10,8 +10,8 @@
 
 #include "base/base.h"
 
-static int get_int(json_t *o, const char *key, int *out, int required, const char *file,
-                   char *err, size_t errlen) {
+int xi_config_get_int(json_t *o, const char *key, int *out, int required, const char *file,
+                      char *err, size_t errlen) {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) {
         if (required) return xi_errf(err, errlen, "%s: missing \"%s\"", file, key);
@@ -69,7 +69,7 @@ static int parse_rope_scaling(xi_config *c, json_t *rs, const char *file, char *
         c->rope_original_max_pos = 8192;
         if (get_num(rs, "low_freq_factor", &c->rope_low_freq_factor, 1, file, err, errlen) ||
             get_num(rs, "high_freq_factor", &c->rope_high_freq_factor, 1, file, err, errlen) ||
-            get_int(rs, "original_max_position_embeddings", &c->rope_original_max_pos, 1, file,
+            xi_config_get_int(rs, "original_max_position_embeddings", &c->rope_original_max_pos, 1, file,
                     err, errlen))
             return -1;
     } else if (!strcmp(type, "yarn")) {
@@ -79,7 +79,7 @@ static int parse_rope_scaling(xi_config *c, json_t *rs, const char *file, char *
         c->yarn_mscale = 1.0;
         c->yarn_mscale_all_dim = 0.0;
         c->rope_original_max_pos = c->max_position_embeddings;
-        if (get_int(rs, "original_max_position_embeddings", &c->rope_original_max_pos, 0, file,
+        if (xi_config_get_int(rs, "original_max_position_embeddings", &c->rope_original_max_pos, 0, file,
                     err, errlen) ||
             get_num(rs, "beta_fast", &c->yarn_beta_fast, 0, file, err, errlen) ||
             get_num(rs, "beta_slow", &c->yarn_beta_slow, 0, file, err, errlen) ||
@@ -110,8 +110,8 @@ static int parse_quant(xi_config *c, json_t *q, const char *file, char *err, siz
     c->quant_bits = 4;
     c->quant_group_size = 128;
     c->quant_zero_point = 1;
-    if (get_int(q, "bits", &c->quant_bits, 0, file, err, errlen) ||
-        get_int(q, "group_size", &c->quant_group_size, 0, file, err, errlen))
+    if (xi_config_get_int(q, "bits", &c->quant_bits, 0, file, err, errlen) ||
+        xi_config_get_int(q, "group_size", &c->quant_group_size, 0, file, err, errlen))
         return -1;
     json_t *zp = json_object_get(q, "zero_point");
     if (json_is_boolean(zp)) c->quant_zero_point = json_is_true(zp);
@@ -193,39 +193,39 @@ int xi_config_load(xi_config *c, const char *dir, char *err, size_t errlen) {
         goto out;
     }
     snprintf(c->architecture, sizeof c->architecture, "%s", arch);
-    if (!strcmp(arch, "LlamaForCausalLM") || !strcmp(arch, "MistralForCausalLM")) {
-        c->arch = XI_ARCH_LLAMA;
-    } else if (!strcmp(arch, "Qwen2ForCausalLM")) {
-        c->arch = XI_ARCH_QWEN2;
-        c->attention_bias = 1;
-    } else {
-        xi_errf(err, errlen,
-                "%s: architecture %s is not supported (supported: LlamaForCausalLM, "
-                "Qwen2ForCausalLM)",
-                path, arch);
+    c->family = xi_arch_find(arch);
+    if (!c->family) {
+        char known[512];
+        xi_arch_known(known, sizeof known);
+        xi_errf(err, errlen, "%s: architecture %s is not supported (supported: %s)", path, arch,
+                known);
         goto out;
     }
     double eps = 1e-6, theta = 10000.0;
-    if (get_int(j, "hidden_size", &c->hidden_size, 1, path, err, errlen) ||
-        get_int(j, "intermediate_size", &c->intermediate_size, 1, path, err, errlen) ||
-        get_int(j, "num_hidden_layers", &c->n_layers, 1, path, err, errlen) ||
-        get_int(j, "num_attention_heads", &c->n_heads, 1, path, err, errlen) ||
-        get_int(j, "vocab_size", &c->vocab_size, 1, path, err, errlen) ||
+    if (xi_config_get_int(j, "hidden_size", &c->hidden_size, 1, path, err, errlen) ||
+        xi_config_get_int(j, "intermediate_size", &c->intermediate_size, 1, path, err, errlen) ||
+        xi_config_get_int(j, "num_hidden_layers", &c->n_layers, 1, path, err, errlen) ||
+        xi_config_get_int(j, "num_attention_heads", &c->n_heads, 1, path, err, errlen) ||
+        xi_config_get_int(j, "vocab_size", &c->vocab_size, 1, path, err, errlen) ||
         get_num(j, "rms_norm_eps", &eps, 1, path, err, errlen) ||
         get_num(j, "rope_theta", &theta, 0, path, err, errlen))
         goto out;
     c->n_kv_heads = c->n_heads;
     c->max_position_embeddings = 2048;
-    if (get_int(j, "num_key_value_heads", &c->n_kv_heads, 0, path, err, errlen) ||
-        get_int(j, "max_position_embeddings", &c->max_position_embeddings, 0, path, err, errlen))
+    if (xi_config_get_int(j, "num_key_value_heads", &c->n_kv_heads, 0, path, err, errlen) ||
+        xi_config_get_int(j, "max_position_embeddings", &c->max_position_embeddings, 0, path, err, errlen))
         goto out;
     if (c->n_heads == 0 || c->hidden_size == 0 || c->n_layers == 0 || c->vocab_size == 0 ||
         c->n_kv_heads == 0) {
         xi_errf(err, errlen, "%s: sizes must be positive", path);
         goto out;
     }
+    if (c->n_layers > 65536) {
+        xi_errf(err, errlen, "%s: num_hidden_layers %d is more than 65536", path, c->n_layers);
+        goto out;
+    }
     c->head_dim = c->hidden_size / c->n_heads;
-    if (get_int(j, "head_dim", &c->head_dim, 0, path, err, errlen)) goto out;
+    if (xi_config_get_int(j, "head_dim", &c->head_dim, 0, path, err, errlen)) goto out;
     if (c->n_heads % c->n_kv_heads) {
         xi_errf(err, errlen, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
                 path, c->n_heads, c->n_kv_heads);
@@ -245,8 +245,6 @@ int xi_config_load(xi_config *c, const char *dir, char *err, size_t errlen) {
     }
     json_t *tie = json_object_get(j, "tie_word_embeddings");
     c->tie_word_embeddings = tie ? json_is_true(tie) : 0;
-    json_t *ab = json_object_get(j, "attention_bias");
-    if (json_is_boolean(ab) && c->arch == XI_ARCH_LLAMA) c->attention_bias = json_is_true(ab);
     json_t *mb = json_object_get(j, "mlp_bias");
     if (json_is_true(mb)) {
         xi_errf(err, errlen, "%s: mlp_bias=true is not supported", path);
@@ -261,7 +259,8 @@ int xi_config_load(xi_config *c, const char *dir, char *err, size_t errlen) {
     add_eos(c, json_object_get(j, "eos_token_id"));
     if (parse_rope_scaling(c, json_object_get(j, "rope_scaling"), path, err, errlen) ||
         parse_quant(c, json_object_get(j, "quantization_config"), path, err, errlen) ||
-        parse_generation_config(c, dir, err, errlen))
+        parse_generation_config(c, dir, err, errlen) ||
+        c->family->parse(c, j, path, err, errlen))
         goto out;
     rc = 0;
 out:
@@ -272,8 +271,23 @@ out:
 }
 
 void xi_config_free(xi_config *c) {
+    free(c->layer);
+    c->layer = NULL;
     for (int i = 0; i < c->n_modules_to_not_convert; i++) free(c->modules_to_not_convert[i]);
     free(c->modules_to_not_convert);
     c->modules_to_not_convert = NULL;
     c->n_modules_to_not_convert = 0;
+}
+
+int64_t xi_config_active_params(const xi_config *c) {
+    const int64_t h = c->hidden_size, hd = c->head_dim;
+    const int64_t attn = h * hd * (2 * (int64_t)c->n_heads + 2 * (int64_t)c->n_kv_heads);
+    int64_t n = (int64_t)c->vocab_size * h * (c->tie_word_embeddings ? 1 : 2) + h;
+    for (int l = 0; l < c->n_layers; l++) {
+        const xi_layer_spec *s = &c->layer[l];
+        const int64_t k = s->mlp == XI_MLP_MOE ? s->top_k : 1;
+        n += attn + 2 * h + 3 * h * s->ffn * k + (s->qk_norm ? 2 * hd : 0);
+        if (s->mlp == XI_MLP_MOE) n += (int64_t)s->n_experts * h;
+    }
+    return n;
 }

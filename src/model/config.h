@@ -2,18 +2,20 @@
 #ifndef XI_CONFIG_H
 #define XI_CONFIG_H
 
+#include <jansson.h>
 #include <stdint.h>
 
+#include "model/arch.h"
 #include "tensor/dtype.h"
 
 #define XI_MAX_EOS 8
 
-typedef enum { XI_ARCH_LLAMA, XI_ARCH_QWEN2 } xi_arch;
 typedef enum { XI_ROPE_NONE, XI_ROPE_LLAMA3, XI_ROPE_YARN, XI_ROPE_LINEAR } xi_rope_type;
 
 typedef struct xi_config {
-    char architecture[64];      /* "LlamaForCausalLM", "Qwen2ForCausalLM" */
-    xi_arch arch;
+    char architecture[64];      /* config.json architectures[0], e.g. "Qwen3ForCausalLM" */
+    const xi_arch_family *family;
+    xi_layer_spec *layer;       /* [n_layers] owned: what each layer runs (model/arch.h) */
     int hidden_size, intermediate_size, n_layers, n_heads, n_kv_heads, head_dim, vocab_size;
     int max_position_embeddings;
     float rms_norm_eps;
@@ -24,6 +26,8 @@ typedef struct xi_config {
     double yarn_beta_fast, yarn_beta_slow, yarn_mscale, yarn_mscale_all_dim;
     int tie_word_embeddings;
     int attention_bias;         /* q/k/v bias (Qwen2) */
+    /* mixture of experts (0 when dense); which layers are MoE is in layer[] */
+    int n_experts, n_experts_per_tok, moe_intermediate_size, norm_topk_prob;
     xi_dtype torch_dtype;
     int bos_token_id;           /* -1 when absent */
     int eos_ids[XI_MAX_EOS];    /* config.json eos + generation_config.json eos, unique */
@@ -41,5 +45,11 @@ typedef struct xi_config {
 /* Parse dir/config.json and dir/generation_config.json (optional). */
 int xi_config_load(xi_config *c, const char *dir, char *err, size_t errlen);
 void xi_config_free(xi_config *c);
+/* For the family parsers: o[key] as a non-negative int into *out (left as is when absent and
+ * not required); -1 with err naming file and key. */
+int xi_config_get_int(json_t *o, const char *key, int *out, int required, const char *file,
+                      char *err, size_t errlen);
+/* The parameters one token reads: all but the experts a token does not use (= all, dense). */
+int64_t xi_config_active_params(const xi_config *c);
 
 #endif

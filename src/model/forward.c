@@ -1,8 +1,11 @@
-/* model/forward: one forward pass of the Llama / Qwen2 family over a flat batch.
+/* model/forward: one forward pass over a flat batch, running each layer as its spec says
+ * (cfg.layer[l], model/arch.h).
  *
  *   x = embed(tokens)
- *   per layer: h = rmsnorm(x); q,k,v = h W^T (+ bias); rope(q, k); store k,v in the paged
- *              KV cache; x += attn(q, cache) Wo^T; h = rmsnorm(x); x += down(silu(gate h) * up h)
+ *   per layer: h = rmsnorm(x); q,k,v = h W^T (+ bias); [per-head rmsnorm(q), rmsnorm(k)];
+ *              rope(q, k); store k,v in the paged KV cache; x += attn(q, cache) Wo^T;
+ *              h = rmsnorm(x); x += down(silu(gate h) * up h)       (dense MLP)
+ *                              x += sum_e w_e down_e(silu(gate_e h) * up_e h)  (MoE, moe.c)
  *   logits = rmsnorm(x[rows]) lm_head^T;  hidden = rmsnorm(x[hidden_rows]) (pooling)
  *
  * Every row is computed with the same operations in the same order whatever else is in the
@@ -33,7 +36,7 @@ int xi_model_reserve(xi_model *m, int max_tokens, int max_logits, char *err, siz
         if (grow(&m->x, T * h) || grow(&m->xn, T * wide) || grow(&m->q, T * qd) ||
             grow(&m->k, T * kvd) || grow(&m->v, T * kvd) || grow(&m->att, T * qd) ||
             grow(&m->gate, T * (size_t)c->intermediate_size) ||
-            grow(&m->up, T * (size_t)c->intermediate_size) ||
+            grow(&m->up, T * (size_t)c->intermediate_size) || xi_moe_reserve(m, max_tokens) ||
             grow(&m->cs, T * (size_t)c->head_dim))
             return xi_errf(err, errlen, "out of memory for %d-token scratch", max_tokens);
         int64_t *cost = realloc(m->attn_cost, (T + 1) * sizeof(int64_t));
@@ -56,6 +59,7 @@ typedef struct {
     xi_model *m;
     const xi_batch *b;
     xi_kv_view view;   /* the current layer's KV cache */
+    const xi_layer *layer;
     int n_rows;
     const float *norm_w;
     float *src, *dst;
@@ -86,7 +90,14 @@ static void run_norm(xi_model *m, float *dst, const float *src, const float *w, 
     run_rows(m, norm_task, &s, rows);
 }
 
-/* RoPE on q and k, then store k and v in the cache. */
+/* Each head's own RMSNorm over its head_dim values, one weight vector for all heads. */
+static void head_norm(const xi_model *m, float *x, int n_heads, const float *w) {
+    const int hd = m->cfg.head_dim;
+    for (int hh = 0; hh < n_heads; hh++)
+        m->ops->rmsnorm(x + (int64_t)hh * hd, x + (int64_t)hh * hd, w, hd, m->cfg.rms_norm_eps);
+}
+
+/* q/k norm where the layer has it, RoPE on q and k, then store k and v in the cache. */
 static void qkv_post_task(void *ctx, int ith, int nth) {
     stage *s = ctx;
     const xi_model *m = s->m;
@@ -96,6 +107,10 @@ static void qkv_post_task(void *ctx, int ith, int nth) {
     xi_split_range(s->b->n_tokens, ith, nth, 1, &b, &e);
     for (long i = b; i < e; i++) {
         const float *cs = m->cs + i * c->head_dim;
+        if (s->layer->q_norm) {
+            head_norm(m, m->q + i * qd, c->n_heads, s->layer->q_norm);
+            head_norm(m, m->k + i * kvd, c->n_kv_heads, s->layer->k_norm);
+        }
         xi_rope_neox(m->q + i * qd, c->n_heads, c->head_dim, cs);
         xi_rope_neox(m->k + i * kvd, c->n_kv_heads, c->head_dim, cs);
         xi_kv_write(&s->view, s->b->slots[i], m->k + i * kvd, m->v + i * kvd);
@@ -221,7 +236,9 @@ int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *log
     stage s = {.m = m, .b = b, .n_rows = T};
     for (int l = 0; l < c->n_layers; l++) {
         const xi_layer *L = &m->layers[l];
-        s.view = xi_kv_store_view(kv, l);
+        const xi_layer_spec *sp = &c->layer[l];
+        s.view = xi_kv_store_view(kv, l); /* XI_ATTN_FULL over XI_CACHE_KV, the only kinds */
+        s.layer = L;
         run_norm(m, m->xn, m->x, L->attn_norm, T);
         const xi_linear qkv[3] = {{m->q, &L->wq, L->bq}, {m->k, &L->wk, L->bk},
                                   {m->v, &L->wv, L->bv}};
@@ -230,8 +247,15 @@ int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *log
         xi_pool_run(m->pool, attn_task, &s);
         xi_matmul_add(m->pool, m->ops, m->x, m->xn, m->att, T, &L->wo);
         run_norm(m, m->xn, m->x, L->ffn_norm, T);
-        xi_matmul_silu(m->pool, m->ops, m->gate, m->up, m->xn, T, &L->wgate, &L->wup);
-        xi_matmul_add(m->pool, m->ops, m->x, m->xn, m->gate, T, &L->wdown);
+        switch (sp->mlp) {
+        case XI_MLP_DENSE:
+            xi_matmul_silu(m->pool, m->ops, m->gate, m->up, m->xn, T, &L->wgate, &L->wup);
+            xi_matmul_add(m->pool, m->ops, m->x, m->xn, m->gate, T, &L->wdown);
+            break;
+        case XI_MLP_MOE:
+            xi_moe_forward(m, L, sp, T);
+            break;
+        }
     }
     if (b->n_logits > 0) {
         for (int i = 0; i < b->n_logits; i++)

@@ -1,5 +1,5 @@
-/* model/loader: bind every expected tensor of a Llama / Qwen2 checkpoint by name, check its
- * dtype and shape, and place it in the engine's memory.
+/* model/loader: bind every tensor the architecture's per-layer spec lists (model/arch.h), by
+ * the family's names, check its dtype and shape, and place it in the engine's memory.
  *
  * Default: weights are copied into anonymous, 2 MiB aligned, MADV_HUGEPAGE memory (measured:
  * page-cache-backed mmap pages made decode up to 2x slower). load_format "mmap" keeps
@@ -223,28 +223,78 @@ static int load_bias(xi_model *m, float **out, const char *module, int64_t n, in
     return *out ? 0 : -1;
 }
 
+/* The Hugging Face module name of role (layer l, expert e) in buf[256]. */
+static const char *tname(const xi_model *m, xi_tensor_role role, int l, int e, char *buf) {
+    if (xi_arch_tensor_name(m->cfg.family, XI_NAMES_HF, role, l, e, buf, 256)) buf[0] = 0;
+    return buf;
+}
+
+static float *load_norm(xi_model *m, xi_tensor_role role, int l, int64_t n, char *err,
+                        size_t errlen) {
+    char mod[256], name[300];
+    snprintf(name, sizeof name, "%s.weight", tname(m, role, l, 0, mod));
+    return load_vector(m, name, n, err, errlen);
+}
+
+/* A MoE layer: the router in the model's float dtype (AWQ checkpoints keep it unquantized
+ * and int8 leaves it alone: it is tiny and decides which experts run), and every expert's
+ * SwiGLU as linears of any weight format. */
+static int load_moe(xi_model *m, xi_layer *L, const xi_layer_spec *sp, int l, int zero_copy,
+                    char *err, size_t errlen) {
+    const int64_t h = m->cfg.hidden_size, ff = sp->ffn, E = sp->n_experts;
+    char mod[256], name[300];
+    snprintf(name, sizeof name, "%s.weight", tname(m, XI_T_FFN_ROUTER, l, 0, mod));
+    if (load_matrix(m, &L->router, name, E, h, zero_copy, err, errlen) ||
+        (!zero_copy && xi_weight_block(&L->router, xi_weight_block_for(m->ops, &L->router), err, errlen)))
+        return -1;
+    xi_weight *w = calloc((size_t)(3 * E), sizeof *w);
+    if (!w || xi_model_own(m, w, (size_t)(3 * E) * sizeof *w, 0)) {
+        free(w);
+        return xi_errf(err, errlen, "out of memory");
+    }
+    L->egate = w, L->eup = w + E, L->edown = w + 2 * E;
+    for (int e = 0; e < E; e++)
+        if (load_linear(m, &L->egate[e], tname(m, XI_T_EXP_GATE, l, e, mod), ff, h, zero_copy, err, errlen) ||
+            load_linear(m, &L->eup[e], tname(m, XI_T_EXP_UP, l, e, mod), ff, h, zero_copy, err, errlen) ||
+            load_linear(m, &L->edown[e], tname(m, XI_T_EXP_DOWN, l, e, mod), h, ff, zero_copy, err, errlen))
+            return -1;
+    return 0;
+}
+
+/* Bind what layer l's spec lists. */
 static int load_layer(xi_model *m, int l, int zero_copy, char *err, size_t errlen) {
     const xi_config *c = &m->cfg;
+    const xi_layer_spec *sp = &c->layer[l];
     xi_layer *L = &m->layers[l];
     const int64_t h = c->hidden_size, qd = (int64_t)c->n_heads * c->head_dim,
-                  kvd = (int64_t)c->n_kv_heads * c->head_dim, ff = c->intermediate_size;
-    char name[256];
-#define NAME(suffix) (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), name)
-    if (load_linear(m, &L->wq, NAME("self_attn.q_proj"), qd, h, zero_copy, err, errlen) ||
-        load_bias(m, &L->bq, name, qd, c->attention_bias, err, errlen) ||
-        load_linear(m, &L->wk, NAME("self_attn.k_proj"), kvd, h, zero_copy, err, errlen) ||
-        load_bias(m, &L->bk, name, kvd, c->attention_bias, err, errlen) ||
-        load_linear(m, &L->wv, NAME("self_attn.v_proj"), kvd, h, zero_copy, err, errlen) ||
-        load_bias(m, &L->bv, name, kvd, c->attention_bias, err, errlen) ||
-        load_linear(m, &L->wo, NAME("self_attn.o_proj"), h, qd, zero_copy, err, errlen) ||
-        load_linear(m, &L->wgate, NAME("mlp.gate_proj"), ff, h, zero_copy, err, errlen) ||
-        load_linear(m, &L->wup, NAME("mlp.up_proj"), ff, h, zero_copy, err, errlen) ||
-        load_linear(m, &L->wdown, NAME("mlp.down_proj"), h, ff, zero_copy, err, errlen))
+                  kvd = (int64_t)c->n_kv_heads * c->head_dim, ff = sp->ffn;
+    const int bias = sp->qkv_bias == XI_BIAS_REQUIRED;
+    char mod[256];
+    if (load_linear(m, &L->wq, tname(m, XI_T_ATTN_Q, l, 0, mod), qd, h, zero_copy, err, errlen) ||
+        load_bias(m, &L->bq, mod, qd, bias, err, errlen) ||
+        load_linear(m, &L->wk, tname(m, XI_T_ATTN_K, l, 0, mod), kvd, h, zero_copy, err, errlen) ||
+        load_bias(m, &L->bk, mod, kvd, bias, err, errlen) ||
+        load_linear(m, &L->wv, tname(m, XI_T_ATTN_V, l, 0, mod), kvd, h, zero_copy, err, errlen) ||
+        load_bias(m, &L->bv, mod, kvd, bias, err, errlen) ||
+        load_linear(m, &L->wo, tname(m, XI_T_ATTN_O, l, 0, mod), h, qd, zero_copy, err, errlen))
         return -1;
-    if (!(L->attn_norm = load_vector(m, NAME("input_layernorm.weight"), h, err, errlen)) ||
-        !(L->ffn_norm = load_vector(m, NAME("post_attention_layernorm.weight"), h, err, errlen)))
+    if (sp->qk_norm && (!(L->q_norm = load_norm(m, XI_T_ATTN_Q_NORM, l, c->head_dim, err, errlen)) ||
+                        !(L->k_norm = load_norm(m, XI_T_ATTN_K_NORM, l, c->head_dim, err, errlen))))
         return -1;
-#undef NAME
+    switch (sp->mlp) {
+    case XI_MLP_DENSE:
+        if (load_linear(m, &L->wgate, tname(m, XI_T_FFN_GATE, l, 0, mod), ff, h, zero_copy, err, errlen) ||
+            load_linear(m, &L->wup, tname(m, XI_T_FFN_UP, l, 0, mod), ff, h, zero_copy, err, errlen) ||
+            load_linear(m, &L->wdown, tname(m, XI_T_FFN_DOWN, l, 0, mod), h, ff, zero_copy, err, errlen))
+            return -1;
+        break;
+    case XI_MLP_MOE:
+        if (load_moe(m, L, sp, l, zero_copy, err, errlen)) return -1;
+        break;
+    }
+    if (!(L->attn_norm = load_norm(m, XI_T_ATTN_NORM, l, h, err, errlen)) ||
+        !(L->ffn_norm = load_norm(m, XI_T_FFN_NORM, l, h, err, errlen)))
+        return -1;
     return 0;
 }
 
@@ -296,7 +346,9 @@ xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
     }
     m->st = xi_st_open_dir(p->dir, err, errlen);
     if (!m->st) goto fail;
-    const xi_st_tensor *emb = xi_st_find(m->st, "model.embed_tokens.weight");
+    char mod[256], emb_name[300], name[300];
+    snprintf(emb_name, sizeof emb_name, "%s.weight", tname(m, XI_T_TOKEN_EMBD, 0, 0, mod));
+    const xi_st_tensor *emb = xi_st_find(m->st, emb_name);
     if (r == 1 && emb && (emb->dtype == XI_F32 || emb->dtype == XI_F16 || emb->dtype == XI_BF16))
         m->wdtype = emb->dtype; /* auto: as stored */
     int zero_copy = p->load_format && !strcmp(p->load_format, "mmap");
@@ -305,7 +357,7 @@ xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
         xi_errf(err, errlen, "--load-format %s: expected auto, safetensors or mmap", p->load_format);
         goto fail;
     }
-    if (load_matrix(m, &m->embed, "model.embed_tokens.weight", c->vocab_size, c->hidden_size,
+    if (load_matrix(m, &m->embed, emb_name, c->vocab_size, c->hidden_size,
                     zero_copy, err, errlen))
         goto fail;
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
@@ -314,14 +366,15 @@ xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
         if (load_layer(m, l, zero_copy, err, errlen)) goto fail;
         if (p->progress) p->progress(p->progress_user, (double)(l + 1) / (c->n_layers + 1));
     }
-    if (!(m->final_norm = load_vector(m, "model.norm.weight", c->hidden_size, err, errlen)))
+    if (!(m->final_norm = load_norm(m, XI_T_OUTPUT_NORM, 0, c->hidden_size, err, errlen)))
         goto fail;
+    snprintf(name, sizeof name, "%s.weight", tname(m, XI_T_OUTPUT, 0, 0, mod));
     if (c->tie_word_embeddings) {
         if (!zero_copy && xi_weight_block(&m->embed, xi_weight_block_for(m->ops, &m->embed), err,
                                           errlen))
             goto fail;
         m->lm_head = m->embed;
-    } else if (load_matrix(m, &m->lm_head, "lm_head.weight", c->vocab_size, c->hidden_size,
+    } else if (load_matrix(m, &m->lm_head, name, c->vocab_size, c->hidden_size,
                            zero_copy, err, errlen) ||
                (!zero_copy && xi_weight_block(&m->lm_head, xi_weight_block_for(m->ops, &m->lm_head),
                                               err, errlen))) {
@@ -367,6 +420,7 @@ void xi_model_free(xi_model *m) {
     free(m->hlast);
     free(m->attn_scratch);
     free(m->attn_cost);
+    xi_moe_free(&m->moe);
     if (m->st) xi_st_close(m->st);
     xi_config_free(&m->cfg);
     free(m);

@@ -5,11 +5,15 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 
+/* One layer's weights: what its spec (cfg.layer[l]) lists is bound, the rest is zero. */
 typedef struct xi_layer {
     xi_weight wq, wk, wv, wo;      /* [n_heads*hd, hidden], [n_kv*hd, hidden] x2, [hidden, n_heads*hd] */
-    xi_weight wgate, wup, wdown;   /* [inter, hidden] x2, [hidden, inter] */
+    xi_weight wgate, wup, wdown;   /* dense MLP: [inter, hidden] x2, [hidden, inter] */
     float *bq, *bk, *bv;           /* q/k/v bias (Qwen2) as f32, or NULL */
+    float *q_norm, *k_norm;        /* [head_dim] f32 per-head q/k RMSNorm (Qwen3), or NULL */
     float *attn_norm, *ffn_norm;   /* [hidden] f32 */
+    xi_weight router;              /* MoE: [n_experts, hidden], never quantized */
+    xi_weight *egate, *eup, *edown;/* MoE: [n_experts] each expert's [ffn, hidden] x2, [hidden, ffn] */
 } xi_layer;
 
 /* Every buffer the model allocated, freed in reverse order. */
@@ -18,6 +22,19 @@ typedef struct xi_owned {
     size_t bytes;
     int big; /* 1: xi_alloc_big, 0: malloc */
 } xi_owned;
+
+/* Per-step MoE scratch, sized for cap tokens (moe.c). */
+typedef struct xi_moe_scratch {
+    int cap;             /* tokens */
+    float *logits;       /* [T, n_experts] router logits, then probabilities */
+    int32_t *sel;        /* [T, top_k] chosen experts of each token, ascending id */
+    float *w;            /* [T, top_k] their weights */
+    int32_t *slot;       /* [T, top_k] row of (token, choice) in the grouped arrays */
+    int32_t *start;      /* [n_experts + 1] first grouped row of each expert */
+    float *xg;           /* [T * top_k, hidden] inputs grouped by expert */
+    float *gate, *up;    /* [T * top_k, ffn] */
+    float *yg;           /* [T * top_k, hidden] expert outputs */
+} xi_moe_scratch;
 
 struct xi_model {
     xi_config cfg;
@@ -50,11 +67,16 @@ struct xi_model {
     float *hlast;   /* [L, hidden] rows whose logits are wanted */
     float *attn_scratch; /* [n_threads, cap_scratch] */
     int64_t *attn_cost;  /* [T + 1] prefix sums of keys read per token, for load balance */
+    xi_moe_scratch moe;  /* MoE layers' routing and grouped rows (moe.c) */
 };
 
 int xi_model_own(xi_model *m, void *p, size_t bytes, int big);
 /* The KV store as seen by one layer's attention. */
 xi_kv_view xi_kv_store_view(const xi_kv_store *kv, int layer);
+/* MoE (moe.c): x += the mixture of experts of xn for layer L, every row; sizes scratch. */
+int xi_moe_reserve(xi_model *m, int max_tokens);
+void xi_moe_forward(xi_model *m, const xi_layer *L, const xi_layer_spec *sp, int T);
+void xi_moe_free(xi_moe_scratch *s);
 void xi_rope_frequencies(const xi_config *c, double *inv_freq, double *mscale);
 
 #endif
