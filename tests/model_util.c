@@ -1,7 +1,9 @@
 #include "model_util.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "test.h"
 
@@ -69,4 +71,102 @@ json_t *tm_load_json(const char *rel) {
     if (!j) fprintf(stderr, "    %s: %s\n", p, je.text);
     free(p);
     return j;
+}
+
+void tm_reference(const char *kernels, const char *rel, double *err_first8, double *err_last) {
+    xi_model *m = tm_load(rel, "float32", kernels, 2);
+    CHECK(m);
+    const xi_config *c = xi_model_config(m);
+    char refpath[256];
+    snprintf(refpath, sizeof refpath, "%s/reference.json", rel);
+    json_t *ref = tm_load_json(refpath);
+    CHECK(ref);
+    size_t si;
+    json_t *sq;
+    char err[256];
+    json_array_foreach(json_object_get(ref, "sequences"), si, sq) {
+        json_t *idj = json_object_get(sq, "ids");
+        int n = (int)json_array_size(idj);
+        int32_t ids[128];
+        for (int i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(idj, i));
+        xi_kv_store *kv = xi_kv_store_new(c, 16, 16, XI_F32, err, sizeof err);
+        CHECK(kv);
+        tm_seq s;
+        tm_seq_init(&s, 1, 15);
+        tm_seq *sp = &s;
+        const int32_t *ip = ids;
+        float *logits = malloc(sizeof(float) * (size_t)c->vocab_size * n);
+        CHECK(tm_forward(m, kv, &sp, &ip, &n, 1, 1, logits) == 0);
+        /* first 8 logits at every position, and the whole last row */
+        json_t *f8 = json_object_get(sq, "logits_first8_per_position");
+        double maxerr = 0, e8 = 0, elast = 0;
+        for (int p = 0; p < n; p++)
+            for (int j = 0; j < 8; j++) {
+                double d = fabs(logits[(size_t)p * c->vocab_size + j] -
+                                json_number_value(json_array_get(json_array_get(f8, p), j)));
+                if (d > e8) e8 = d;
+            }
+        json_t *last = json_object_get(sq, "logits_last");
+        for (int j = 0; j < c->vocab_size; j++) {
+            double d = fabs(logits[(size_t)(n - 1) * c->vocab_size + j] -
+                            json_number_value(json_array_get(last, j)));
+            if (d > elast) elast = d;
+        }
+        maxerr = e8 > elast ? e8 : elast;
+        if (err_first8 && e8 > *err_first8) *err_first8 = e8;
+        if (err_last && elast > *err_last) *err_last = elast;
+        CHECKF(maxerr < 1e-4, "%s: max abs logit error %g", json_string_value(json_object_get(sq, "name")), maxerr);
+        /* greedy continuation */
+        json_t *g = json_object_get(sq, "greedy_32");
+        int32_t next = tm_argmax(logits + (size_t)(n - 1) * c->vocab_size, c->vocab_size);
+        for (size_t i = 0; i < json_array_size(g); i++) {
+            CHECKF(next == json_integer_value(json_array_get(g, i)), "greedy step %zu: %d vs %lld", i,
+                   next, json_integer_value(json_array_get(g, i)));
+            const int32_t *np = &next;
+            int one = 1;
+            CHECK(tm_forward(m, kv, &sp, &np, &one, 1, 0, logits) == 0);
+            next = tm_argmax(logits, c->vocab_size);
+        }
+        free(logits);
+        xi_kv_store_free(kv);
+    }
+    json_decref(ref);
+    xi_model_free(m);
+}
+
+void tm_int8_tracks_float(const char *rel, const int32_t *ids, int n, double bytes_ratio) {
+    char err[256] = "";
+    char *dir = xi_test_data(rel);
+    xi_model_params pf = {.dir = dir, .n_threads = 2}, pq = pf;
+    pq.quantization = "int8";
+    xi_model *mf = xi_model_load(&pf, err, sizeof err), *mq = xi_model_load(&pq, err, sizeof err);
+    CHECKF(mf && mq, "%s", err);
+    CHECK(!strcmp(xi_model_quantization(mq), "int8"));
+    CHECK(xi_model_weight_bytes(mq) < xi_model_weight_bytes(mf) * bytes_ratio);
+    const xi_config *c = xi_model_config(mf);
+    xi_kv_store *kf = xi_kv_store_new(c, 8, 16, XI_F32, err, sizeof err),
+                *kq = xi_kv_store_new(c, 8, 16, XI_F32, err, sizeof err);
+    tm_seq a, b;
+    tm_seq_init(&a, 1, 7);
+    tm_seq_init(&b, 1, 7);
+    tm_seq *pa = &a, *pb = &b;
+    const int32_t *ip = ids;
+    float *lf = malloc(sizeof(float) * c->vocab_size), *lq = malloc(sizeof(float) * c->vocab_size);
+    CHECK(tm_forward(mf, kf, &pa, &ip, &n, 1, 0, lf) == 0);
+    CHECK(tm_forward(mq, kq, &pb, &ip, &n, 1, 0, lq) == 0);
+    double maxd = 0, range = 0;
+    for (int j = 0; j < c->vocab_size; j++) {
+        if (fabs(lf[j] - lq[j]) > maxd) maxd = fabs(lf[j] - lq[j]);
+        if (fabs(lf[j]) > range) range = fabs(lf[j]);
+    }
+    CHECKF(maxd < 0.05 * range, "int8 logits differ by %g (logit range %g)", maxd, range);
+    CHECK(maxd > 0); /* it really is a different weight format */
+    CHECK(tm_argmax(lf, c->vocab_size) == tm_argmax(lq, c->vocab_size));
+    free(lf);
+    free(lq);
+    xi_kv_store_free(kf);
+    xi_kv_store_free(kq);
+    xi_model_free(mf);
+    xi_model_free(mq);
+    free(dir);
 }

@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 
+#include "kernels/kernels.h"
 #include "model/model.h"
 
 /* Load a model folder from the shared data with fp32 activations (as the references). */
@@ -28,5 +29,25 @@ int tm_forward(xi_model *m, xi_kv_store *kv, tm_seq **seqs, const int32_t *const
 int32_t tm_argmax(const float *x, int n);
 
 json_t *tm_load_json(const char *rel);
+
+/* Every kernel variant this CPU runs must reproduce the references. */
+#define TM_FOR_EACH_VARIANT(fn, ...)                                                  \
+    do {                                                                           \
+        const xi_ops *all_[8];                                                     \
+        int n_ = xi_ops_available(all_, 8);                                        \
+        for (int v_ = 0; v_ < n_; v_++) {                                          \
+            fn(all_[v_]->name, ##__VA_ARGS__);                                     \
+            CHECKF(!xi_test_failed(), "kernel variant %s", all_[v_]->name);        \
+        }                                                                          \
+    } while (0)
+
+/* A Hugging Face reference (models/<rel>/reference.json): the first 8 logits at every
+ * position and the whole last row within 1e-4, then greedy 32 equal. The largest errors seen
+ * go to err_first8 / err_last (over every sequence) when not NULL. */
+/* --quantization int8 of models/<rel>: under bytes_ratio of the float weight bytes, last logits of ids within
+ * 5% of the logit range of the float model's (and not equal), same argmax. */
+void tm_int8_tracks_float(const char *rel, const int32_t *ids, int n, double bytes_ratio);
+
+void tm_reference(const char *kernels, const char *rel, double *err_first8, double *err_last);
 
 #endif

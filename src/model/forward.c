@@ -253,7 +253,7 @@ int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *log
             xi_matmul_add(m->pool, m->ops, m->x, m->xn, m->gate, T, &L->wdown);
             break;
         case XI_MLP_MOE:
-            xi_moe_forward(m, L, sp, T);
+            xi_moe_forward(m, l, T);
             break;
         }
     }

@@ -68,6 +68,10 @@ struct xi_model {
     float *attn_scratch; /* [n_threads, cap_scratch] */
     int64_t *attn_cost;  /* [T + 1] prefix sums of keys read per token, for load balance */
     xi_moe_scratch moe;  /* MoE layers' routing and grouped rows (moe.c) */
+    /* Tests: when set, every MoE layer reports its routing (rows in batch order, each row's
+     * top_k experts in ascending id and their weights). */
+    void (*route_hook)(void *user, int layer, int T, int top_k, const int32_t *sel, const float *w);
+    void *route_user;
 };
 
 int xi_model_own(xi_model *m, void *p, size_t bytes, int big);
@@ -75,7 +79,7 @@ int xi_model_own(xi_model *m, void *p, size_t bytes, int big);
 xi_kv_view xi_kv_store_view(const xi_kv_store *kv, int layer);
 /* MoE (moe.c): x += the mixture of experts of xn for layer L, every row; sizes scratch. */
 int xi_moe_reserve(xi_model *m, int max_tokens);
-void xi_moe_forward(xi_model *m, const xi_layer *L, const xi_layer_spec *sp, int T);
+void xi_moe_forward(xi_model *m, int layer, int T);
 void xi_moe_free(xi_moe_scratch *s);
 void xi_rope_frequencies(const xi_config *c, double *inv_freq, double *mscale);
 

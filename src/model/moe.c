@@ -171,7 +171,9 @@ static void run_tokens(xi_model *m, xi_pool_fn fn, moe_job *j) {
     else xi_pool_run(m->pool, fn, j);
 }
 
-void xi_moe_forward(xi_model *m, const xi_layer *L, const xi_layer_spec *sp, int T) {
+void xi_moe_forward(xi_model *m, int layer, int T) {
+    const xi_layer *L = &m->layers[layer];
+    const xi_layer_spec *sp = &m->cfg.layer[layer];
     xi_moe_scratch *s = &m->moe;
     const int E = sp->n_experts, k = sp->top_k;
     xi_matmul(m->pool, m->ops, s->logits, m->xn, T, &L->router, NULL);
@@ -186,6 +188,7 @@ void xi_moe_forward(xi_model *m, const xi_layer *L, const xi_layer_spec *sp, int
         for (int c = 0; c < k; c++) s->slot[t * k + c] = s->start[s->sel[t * k + c]]++;
     for (int x = E; x > 0; x--) s->start[x] = s->start[x - 1]; /* the fills moved each start on */
     s->start[0] = 0;
+    if (m->route_hook) m->route_hook(m->route_user, layer, T, k, s->sel, s->w);
     moe_job j = {m, L, sp, T};
     run_tokens(m, gather_task, &j);
     xi_pool_run(m->pool, up_task, &j);
