@@ -1,19 +1,22 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/base.h"
 #include "model/safetensors.h"
 #include "tensor/dtype.h"
+#include "model_util.h"
 #include "test.h"
 
-/* Run build/tools/genmodel with `args` into tmpdir/sub; returns the folder (heap) or NULL. */
-static char *genmodel(const char *sub, const char *args) {
+/* Run build/tools/genmodel --preset `preset` with `args` into tmpdir/sub; returns the folder
+ * (heap) or NULL. */
+static char *genmodel_preset(const char *sub, const char *preset, const char *args) {
     const char *tools = getenv("XINFER_TOOLS");
     char *dir = xi_path_join(xi_test_tmpdir(), sub);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/genmodel --preset tiny %s '%s' 2>&1", tools ? tools : "build/tools",
-             args, dir);
+    snprintf(cmd, sizeof cmd, "%s/genmodel --preset %s %s '%s' 2>&1", tools ? tools : "build/tools",
+             preset, args, dir);
     char *out = NULL;
     int rc = xi_test_run(cmd, &out);
     if (rc != 0) {
@@ -24,6 +27,8 @@ static char *genmodel(const char *sub, const char *args) {
     free(out);
     return dir;
 }
+
+static char *genmodel(const char *sub, const char *args) { return genmodel_preset(sub, "tiny", args); }
 
 /* genmodel, then open the folder; NULL (with the reason on stderr) when either fails. */
 static xi_st_set *gen_open(const char *sub, const char *args, char **dir_out) {
@@ -296,4 +301,138 @@ TEST(test_genmodel_rejects_bad_arguments) {
         CHECKF(rc != 0 && out && strstr(out, "genmodel:"), "%s -> %d: %s", bad[i], rc, out ? out : "");
         free(out);
     }
+}
+
+/* The float folder of an AWQ folder: every AWQ module dequantized with the reader above into
+ * f32 `.weight` [out, in], every other tensor as f32, config.json without quantization. */
+static char *dequantized_copy(const char *qdir, const char *sub) {
+    char err[512] = "";
+    xi_st_set *q = xi_st_open_dir(qdir, err, sizeof err);
+    char *dir = xi_path_join(xi_test_tmpdir(), sub), *path = xi_path_join(dir, "model.safetensors");
+    mkdir(dir, 0755);
+    int n = q ? xi_st_count(q) : 0, k = 0, ok = q != NULL;
+    xi_st_spec *sp = calloc((size_t)n + 1, sizeof *sp);
+    const xi_st_tensor **src = calloc((size_t)n + 1, sizeof *src);
+    char (*names)[160] = calloc((size_t)n + 1, sizeof *names);
+    for (int i = 0; i < n; i++) {
+        const xi_st_tensor *t = xi_st_at(q, i);
+        const char *dot = strrchr(t->name, '.');
+        if (!strcmp(dot, ".qzeros") || !strcmp(dot, ".scales")) continue;
+        src[k] = t;
+        if (!strcmp(dot, ".qweight")) {
+            snprintf(names[k], sizeof names[k], "%.*s.weight", (int)(dot - t->name), t->name);
+            sp[k] = (xi_st_spec){names[k], XI_F32, 2, {t->shape[1] * 8, t->shape[0]}};
+        } else {
+            snprintf(names[k], sizeof names[k], "%s", t->name);
+            sp[k] = (xi_st_spec){names[k], XI_F32, t->n_dims, {t->shape[0], t->n_dims > 1 ? t->shape[1] : 0}};
+        }
+        k++;
+    }
+    FILE *f = fopen(path, "wb");
+    ok = ok && f && xi_st_write_header(f, sp, k, NULL, 0, err, sizeof err) >= 0;
+    for (int i = 0; ok && i < k; i++) {
+        const xi_st_tensor *t = src[i];
+        int64_t rows = sp[i].shape[0], cols = sp[i].n_dims > 1 ? sp[i].shape[1] : 1;
+        float *w = malloc(sizeof(float) * (size_t)(rows * cols));
+        if (t->dtype == XI_I32) { /* qweight [in, out/8] of module base */
+            char nz[160], ns[160];
+            snprintf(nz, sizeof nz, "%.*s.qzeros", (int)(strlen(names[i]) - 7), names[i]);
+            snprintf(ns, sizeof ns, "%.*s.scales", (int)(strlen(names[i]) - 7), names[i]);
+            const xi_st_tensor *z = xi_st_find(q, nz), *sc = xi_st_find(q, ns);
+            const int64_t out = rows, in = cols, G = in / sc->shape[0];
+            const uint16_t *scales = sc->data;
+            for (int64_t o = 0; o < out; o++)
+                for (int64_t c = 0; c < in; c++)
+                    w[o * in + c] = (float)(nibble(t->data, c, out, o) - nibble(z->data, c / G, out, o)) *
+                                    xi_f16_to_f32(scales[(c / G) * out + o]);
+        } else {
+            xi_to_f32(w, t->data, t->dtype, (size_t)(rows * cols));
+        }
+        ok = fwrite(w, sizeof(float), (size_t)(rows * cols), f) == (size_t)(rows * cols);
+        free(w);
+    }
+    if (f) fclose(f);
+    json_t *c = load_config(qdir);
+    ok = ok && c;
+    if (ok) {
+        json_object_del(c, "quantization_config");
+        json_object_set_new(c, "torch_dtype", json_string("float32"));
+        char *cp = xi_path_join(dir, "config.json");
+        ok = json_dump_file(c, cp, 0) == 0;
+        free(cp);
+    }
+    if (!ok) fprintf(stderr, "    dequantized copy of %s failed: %s\n", qdir, err);
+    json_decref(c);
+    free(sp);
+    free(src);
+    free(names);
+    free(path);
+    if (q) xi_st_close(q);
+    if (!ok) {
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
+/* Logits of every row of a 24-token prompt through the AWQ model (int4 experts and attention,
+ * 16-bit router) and through its dequantized f32 twin, with fp32 activations: within 1e-3. */
+static void awq_moe_vs_dequantized(const char *kernels, const char *qdir, const char *fdir) {
+    char err[512] = "";
+    xi_model_params pq = {.dir = qdir, .dtype = "float32", .kernels = kernels, .n_threads = 2};
+    xi_model_params pf = pq;
+    pf.dir = fdir;
+    xi_model *mq = xi_model_load(&pq, err, sizeof err);
+    CHECKF(mq, "%s", err);
+    xi_model *mf = xi_model_load(&pf, err, sizeof err);
+    CHECKF(mf, "%s", err);
+    CHECK(!strcmp(xi_model_quantization(mq), "awq") && !strcmp(xi_model_quantization(mf), "none"));
+    const xi_config *c = xi_model_config(mq);
+    const int n = 24, V = c->vocab_size;
+    int32_t ids[24];
+    for (int i = 0; i < n; i++) ids[i] = 100 + 997 * i;
+    float *lq = malloc(sizeof(float) * (size_t)V * n), *lf = malloc(sizeof(float) * (size_t)V * n);
+    double maxd = 0, range = 0;
+    xi_model *ms[2] = {mq, mf};
+    float *ls[2] = {lq, lf};
+    for (int k = 0; k < 2; k++) {
+        xi_kv_store *kv = xi_kv_store_new(c, 4, 16, XI_F32, err, sizeof err);
+        tm_seq s;
+        tm_seq_init(&s, 0, 4);
+        tm_seq *sp = &s;
+        const int32_t *ip = ids;
+        int nn = n;
+        CHECK(kv && tm_forward(ms[k], kv, &sp, &ip, &nn, 1, 1, ls[k]) == 0);
+        xi_kv_store_free(kv);
+    }
+    for (size_t j = 0; j < (size_t)V * n; j++) {
+        maxd = fmax(maxd, fabs(lq[j] - lf[j]));
+        range = fmax(range, fabs(lf[j]));
+    }
+    CHECKF(maxd < 1e-3 && range > 0.05, "%s: AWQ vs dequantized logits differ by %g (range %g)",
+           kernels, maxd, range);
+    free(lq);
+    free(lf);
+    xi_model_free(mq);
+    xi_model_free(mf);
+}
+
+TEST(test_genmodel_awq_moe_matches_its_dequantized_weights) {
+    char *qdir = genmodel_preset("moe-awq", "tiny-moe", "--awq --group-size 32 --seed 11");
+    CHECK(qdir);
+    char err[512] = "";
+    xi_st_set *s = xi_st_open_dir(qdir, err, sizeof err);
+    CHECKF(s, "%s", err);
+    /* router in 16 bits, experts and attention AWQ, q/k norms of head_dim 32 */
+    CHECK(shape_is(s, "model.layers.1.mlp.gate.weight", XI_F16, 8, 64));
+    CHECK(shape_is(s, "model.layers.1.mlp.experts.7.down_proj.qweight", XI_I32, 32, 8));
+    CHECK(shape_is(s, "model.layers.0.mlp.experts.0.gate_proj.scales", XI_F16, 2, 32));
+    CHECK(shape_is(s, "model.layers.0.self_attn.q_norm.weight", XI_F16, 32, 0));
+    CHECK(!xi_st_find(s, "model.layers.0.mlp.gate_proj.qweight"));
+    xi_st_close(s);
+    char *fdir = dequantized_copy(qdir, "moe-deq");
+    CHECK(fdir);
+    TM_FOR_EACH_VARIANT(awq_moe_vs_dequantized, qdir, fdir);
+    free(qdir);
+    free(fdir);
 }

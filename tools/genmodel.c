@@ -1,6 +1,7 @@
 /* genmodel: write a Hugging Face model folder with real shapes and deterministic random weights.
  *
- *   genmodel --preset qwen2.5-0.5b|qwen2.5-1.5b|qwen2.5-3b|qwen2.5-7b|llama-3.1-8b|tiny
+ *   genmodel --preset qwen2.5-0.5b|qwen2.5-1.5b|qwen2.5-3b|qwen2.5-7b|llama-3.1-8b|qwen3-0.6b|
+ *                     qwen3-8b|qwen3-30b-a3b|tiny|tiny-moe
  *            [--dtype f32|f16|bf16] [--awq [--group-size 128]] [--layers N] [--seed S]
  *            [--tokenizer DIR] [--max-shard-mb MB] OUT_DIR
  *
@@ -28,22 +29,28 @@
 typedef struct preset {
     const char *name;
     const char *arch;       /* architectures[0] */
-    int qwen;               /* q/k/v bias, Qwen tokenizer and generation defaults */
+    int qwen;               /* Qwen tokenizer and generation defaults: 2 (Qwen2.5), 3 (Qwen3) */
     int hidden, inter, layers, heads, kv_heads, head_dim, vocab, tied;
     double rope_theta;
     int max_pos;
     double rms_eps;
+    int bias, qk_norm;      /* q/k/v bias (Qwen2), per-head q/k RMSNorm (Qwen3) */
+    int experts, top_k, moe_inter; /* Qwen3-MoE: every layer a mixture (0: dense) */
 } preset;
 
 /* Shapes from the public config.json files (see shared/reference/model-configs.md). */
 static const preset presets[] = {
-    {"qwen2.5-0.5b", "Qwen2ForCausalLM", 1, 896, 4864, 24, 14, 2, 64, 151936, 1, 1e6, 32768, 1e-6},
-    {"qwen2.5-1.5b", "Qwen2ForCausalLM", 1, 1536, 8960, 28, 12, 2, 128, 151936, 1, 1e6, 32768, 1e-6},
-    {"qwen2.5-3b", "Qwen2ForCausalLM", 1, 2048, 11008, 36, 16, 2, 128, 151936, 1, 1e6, 32768, 1e-6},
-    {"qwen2.5-7b", "Qwen2ForCausalLM", 1, 3584, 18944, 28, 28, 4, 128, 152064, 0, 1e6, 32768, 1e-6},
-    {"llama-3.1-8b", "LlamaForCausalLM", 0, 4096, 14336, 32, 32, 8, 128, 128256, 0, 5e5, 131072, 1e-5},
-    /* Qwen2-shaped and small enough for unit tests; the real vocabulary so the Qwen tokenizer fits. */
-    {"tiny", "Qwen2ForCausalLM", 1, 64, 128, 2, 4, 2, 16, 151936, 1, 1e6, 4096, 1e-6},
+    {"qwen2.5-0.5b", "Qwen2ForCausalLM", 2, 896, 4864, 24, 14, 2, 64, 151936, 1, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0},
+    {"qwen2.5-1.5b", "Qwen2ForCausalLM", 2, 1536, 8960, 28, 12, 2, 128, 151936, 1, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0},
+    {"qwen2.5-3b", "Qwen2ForCausalLM", 2, 2048, 11008, 36, 16, 2, 128, 151936, 1, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0},
+    {"qwen2.5-7b", "Qwen2ForCausalLM", 2, 3584, 18944, 28, 28, 4, 128, 152064, 0, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0},
+    {"llama-3.1-8b", "LlamaForCausalLM", 0, 4096, 14336, 32, 32, 8, 128, 128256, 0, 5e5, 131072, 1e-5, 0, 0, 0, 0, 0},
+    {"qwen3-0.6b", "Qwen3ForCausalLM", 3, 1024, 3072, 28, 16, 8, 128, 151936, 1, 1e6, 40960, 1e-6, 0, 1, 0, 0, 0},
+    {"qwen3-8b", "Qwen3ForCausalLM", 3, 4096, 12288, 36, 32, 8, 128, 151936, 0, 1e6, 40960, 1e-6, 0, 1, 0, 0, 0},
+    {"qwen3-30b-a3b", "Qwen3MoeForCausalLM", 3, 2048, 6144, 48, 32, 4, 128, 151936, 0, 1e6, 40960, 1e-6, 0, 1, 128, 8, 768},
+    /* Small enough for unit tests; the real vocabulary so the Qwen tokenizer fits. */
+    {"tiny", "Qwen2ForCausalLM", 2, 64, 128, 2, 4, 2, 16, 151936, 1, 1e6, 4096, 1e-6, 1, 0, 0, 0, 0},
+    {"tiny-moe", "Qwen3MoeForCausalLM", 3, 64, 128, 2, 4, 2, 32, 151936, 1, 1e6, 4096, 1e-6, 0, 1, 8, 2, 32},
 };
 
 typedef struct opts {
@@ -128,27 +135,46 @@ static void plan_layer(plan *pl, int kind, int64_t rows, int64_t cols, int layer
 static int plan_build(plan *pl, const opts *o) {
     const preset *p = o->p;
     int64_t h = p->hidden, q = (int64_t)p->heads * p->head_dim, kv = (int64_t)p->kv_heads * p->head_dim;
-    int lin = o->awq ? U_AWQ : U_MAT;
+    int lin = o->awq ? U_AWQ : U_MAT, expect = 2 + !p->tied;
+    char what[64];
     plan_add(pl, U_MAT, p->vocab, h, "model.embed_tokens.weight");
     for (int l = 0; l < o->layers; l++) {
         plan_layer(pl, U_NORM, h, 0, l, "input_layernorm.weight");
         plan_layer(pl, lin, q, h, l, "self_attn.q_proj.weight");
         plan_layer(pl, lin, kv, h, l, "self_attn.k_proj.weight");
         plan_layer(pl, lin, kv, h, l, "self_attn.v_proj.weight");
-        if (p->qwen) {
+        if (p->bias) {
             plan_layer(pl, U_BIAS, q, 0, l, "self_attn.q_proj.bias");
             plan_layer(pl, U_BIAS, kv, 0, l, "self_attn.k_proj.bias");
             plan_layer(pl, U_BIAS, kv, 0, l, "self_attn.v_proj.bias");
         }
+        if (p->qk_norm) {
+            plan_layer(pl, U_NORM, p->head_dim, 0, l, "self_attn.q_norm.weight");
+            plan_layer(pl, U_NORM, p->head_dim, 0, l, "self_attn.k_norm.weight");
+        }
         plan_layer(pl, lin, h, q, l, "self_attn.o_proj.weight");
         plan_layer(pl, U_NORM, h, 0, l, "post_attention_layernorm.weight");
-        plan_layer(pl, lin, p->inter, h, l, "mlp.gate_proj.weight");
-        plan_layer(pl, lin, p->inter, h, l, "mlp.up_proj.weight");
-        plan_layer(pl, lin, h, p->inter, l, "mlp.down_proj.weight");
+        if (p->experts) {
+            /* AutoAWQ quantizes the experts and keeps the router in 16 bits */
+            plan_layer(pl, U_MAT, p->experts, h, l, "mlp.gate.weight");
+            for (int e = 0; e < p->experts; e++) {
+                snprintf(what, sizeof what, "mlp.experts.%d.gate_proj.weight", e);
+                plan_layer(pl, lin, p->moe_inter, h, l, what);
+                snprintf(what, sizeof what, "mlp.experts.%d.up_proj.weight", e);
+                plan_layer(pl, lin, p->moe_inter, h, l, what);
+                snprintf(what, sizeof what, "mlp.experts.%d.down_proj.weight", e);
+                plan_layer(pl, lin, h, p->moe_inter, l, what);
+            }
+        } else {
+            plan_layer(pl, lin, p->inter, h, l, "mlp.gate_proj.weight");
+            plan_layer(pl, lin, p->inter, h, l, "mlp.up_proj.weight");
+            plan_layer(pl, lin, h, p->inter, l, "mlp.down_proj.weight");
+        }
+        expect += 6 + 3 * p->bias + 2 * p->qk_norm + (p->experts ? 1 + 3 * p->experts : 3);
     }
     plan_add(pl, U_NORM, h, 0, "model.norm.weight");
     if (!p->tied) plan_add(pl, U_MAT, p->vocab, h, "lm_head.weight");
-    return pl->n == 2 + o->layers * (p->qwen ? 12 : 9) + !p->tied ? 0 : -1;
+    return pl->n == expect ? 0 : -1;
 }
 
 /* The safetensors entries of a unit; returns how many (1 or 3). Names point into `names`. */
@@ -389,14 +415,23 @@ static int write_configs(const opts *o) {
     json_t *c = json_pack(
         "{s:[s], s:s, s:b, s:f, s:i, s:o, s:s, s:i, s:i, s:f, s:i, s:i, s:i, s:i, s:i, s:f, s:f, "
         "s:b, s:s, s:b, s:i}",
-        "architectures", p->arch, "model_type", p->qwen ? "qwen2" : "llama", "attention_bias",
-        p->qwen, "attention_dropout", 0.0, "bos_token_id", bos, "eos_token_id", eos, "hidden_act",
+        "architectures", p->arch, "model_type",
+        p->experts ? "qwen3_moe" : p->qwen == 3 ? "qwen3" : p->qwen ? "qwen2" : "llama", "attention_bias",
+        p->bias, "attention_dropout", 0.0, "bos_token_id", bos, "eos_token_id", eos, "hidden_act",
         "silu", "hidden_size", p->hidden, "intermediate_size", p->inter, "initializer_range", 0.02,
         "max_position_embeddings", p->max_pos, "num_attention_heads", p->heads, "num_hidden_layers",
         o->layers, "num_key_value_heads", p->kv_heads, "head_dim", p->head_dim, "rms_norm_eps",
         p->rms_eps, "rope_theta", p->rope_theta, "tie_word_embeddings", p->tied, "torch_dtype",
         torch_dtype(o->awq ? XI_F16 : o->dtype), "use_cache", 1, "vocab_size", p->vocab);
     if (!c) return -1;
+    if (p->experts) {
+        json_object_set_new(c, "num_experts", json_integer(p->experts));
+        json_object_set_new(c, "num_experts_per_tok", json_integer(p->top_k));
+        json_object_set_new(c, "moe_intermediate_size", json_integer(p->moe_inter));
+        json_object_set_new(c, "norm_topk_prob", json_true());
+        json_object_set_new(c, "decoder_sparse_step", json_integer(1));
+        json_object_set_new(c, "mlp_only_layers", json_array());
+    }
     if (p->qwen) {
         json_object_set_new(c, "max_window_layers", json_integer(o->layers));
         json_object_set_new(c, "sliding_window", json_integer(p->max_pos));
@@ -415,7 +450,10 @@ static int write_configs(const opts *o) {
                                       "group_size", o->group, "zero_point", 1, "version", "gemm",
                                       "modules_to_not_convert"));
     if (dump_json(c, o, "config.json")) return -1;
-    json_t *g = p->qwen ? json_pack("{s:i, s:b, s:[i,i], s:i, s:f, s:f, s:i, s:f}", "bos_token_id", bos,
+    json_t *g = p->qwen == 3 ? json_pack("{s:i, s:b, s:[i,i], s:i, s:f, s:i, s:f}", "bos_token_id", bos,
+                                         "do_sample", 1, "eos_token_id", 151645, 151643, "pad_token_id",
+                                         151643, "temperature", 0.6, "top_k", 20, "top_p", 0.95)
+              : p->qwen ? json_pack("{s:i, s:b, s:[i,i], s:i, s:f, s:f, s:i, s:f}", "bos_token_id", bos,
                                     "do_sample", 1, "eos_token_id", 151645, 151643, "pad_token_id",
                                     151643, "repetition_penalty", 1.1, "temperature", 0.7, "top_k",
                                     20, "top_p", 0.8)
@@ -465,7 +503,7 @@ static void usage(FILE *f) {
                "presets:");
     for (size_t i = 0; i < XI_ARRAY_LEN(presets); i++) fprintf(f, " %s", presets[i].name);
     fprintf(f, "\ndefaults: --dtype bf16 (f16 with --awq), --group-size 128, --seed 0, all layers,\n"
-               "          --max-shard-mb 2000, the Qwen2.5 tokenizer of the shared data for qwen presets\n");
+               "          --max-shard-mb 2000, the Qwen2.5 / Qwen3 tokenizer of the shared data for qwen presets\n");
 }
 
 /* The whole string must be a number in [lo, hi]; decimal or 0x hex. */
@@ -546,11 +584,12 @@ static int parse_args(opts *o, int argc, char **argv) {
     }
     if (o->layers < 0) o->layers = o->p->layers;
     const preset *p = o->p;
-    if (o->awq && (o->group <= 0 || p->hidden % o->group || p->inter % o->group ||
-                   (p->heads * p->head_dim) % o->group || (p->heads * p->head_dim) % 8 || p->hidden % 8 || p->inter % 8 ||
+    const int ffn = p->experts ? p->moe_inter : p->inter; /* the MLP's linears */
+    if (o->awq && (o->group <= 0 || p->hidden % o->group || ffn % o->group ||
+                   (p->heads * p->head_dim) % o->group || (p->heads * p->head_dim) % 8 || p->hidden % 8 || ffn % 8 ||
                    (p->kv_heads * p->head_dim) % 8)) {
         fprintf(stderr, "genmodel: --group-size %d must divide every input width (%d, %d) and outputs "
-                        "must be multiples of 8\n", o->group, p->hidden, p->inter);
+                        "must be multiples of 8\n", o->group, p->hidden, ffn);
         return -1;
     }
     return 0;
@@ -558,8 +597,7 @@ static int parse_args(opts *o, int argc, char **argv) {
 
 /* The shared data folder: $XINFER_TEST_DATA, else ../shared/data from the working directory
  * (the repository root), else from the binary (build/tools/genmodel). NULL when none exists. */
-static char *default_qwen_tokenizer(void) {
-    const char *rel = "tokenizers/qwen2.5";
+static char *default_qwen_tokenizer(const char *rel) {
     const char *env = getenv("XINFER_TEST_DATA");
     char exe[4096] = "";
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -624,7 +662,10 @@ int main(int argc, char **argv) {
     }
     if (!rc) rc = write_configs(&o);
     const char *tok = o.tokenizer;
-    char *dflt = o.p->qwen && !tok ? default_qwen_tokenizer() : NULL;
+    /* Qwen3's tokenizer is Qwen2.5's plus <think>, </think> and the tool-response tokens */
+    char *dflt = o.p->qwen && !tok ? default_qwen_tokenizer(o.p->qwen == 3 ? "models/qwen3-tiny-random"
+                                                                            : "tokenizers/qwen2.5")
+                                   : NULL;
     if (dflt) tok = dflt;
     if (!rc && tok) rc = copy_tokenizer(&o, tok);
     else if (!rc) fprintf(stderr, "genmodel: no tokenizer for %s: pass --tokenizer DIR\n", o.p->name);
