@@ -334,3 +334,67 @@ TEST(test_plan_cli_bad_input_is_one_error_line_and_exit_1) {
         free(out);
     }
 }
+
+/* Qwen3-30B-A3B by hand: hidden 2048, 48 layers, 32 heads / 4 KV heads x 128, 128 experts of
+ * 768 (8 per token) in every layer, router [128, 2048], q/k norm [128], vocab 151936 untied. */
+TEST(test_plan_qwen3_moe_counts_experts_and_decodes_from_active_params) {
+    const int64_t attn = 2048LL * 4096 * 2 + 2 * 512LL * 2048, expert = 3LL * 2048 * 768;
+    const int64_t other = 48LL * (2 * 2048 + 2 * 128 + 128 * 2048) + 2048;
+    const int64_t total = 48 * (attn + 128 * expert) + 2LL * 151936 * 2048 + other;
+    const int64_t active = total - 48LL * 120 * expert;
+    CHECK_EQ(total, 30532122624LL);  /* the published 30.5B */
+    CHECK_EQ(active, 3353032704LL);  /* and its 3.3B active */
+    xi_plan_model m;
+    CHECK(xi_plan_model_catalog("Qwen/Qwen3-30B-A3B", &m, NULL, 0) == 0);
+    CHECK(m.experts == 128 && m.experts_per_tok == 8 && m.moe_layers == 48 && m.qk_norm);
+    xi_plan_params p;
+    xi_plan_params_default(&p);
+    p.max_num_seqs = 16;
+    xi_plan r;
+    const xi_plan_device *d = xi_plan_device_find("custom", NULL, 0);
+    xi_plan_device cpu = *d;
+    cpu.mem_bytes = 128 * GIB, cpu.bw_lo = cpu.bw_hi = 100e9;
+    CHECK(xi_plan_compute(&m, &cpu, &p, &r, NULL, 0) == 0);
+    CHECK_EQ(r.w.params, total);
+    CHECK_EQ(r.w.params_active, active);
+    CHECK_EQ(r.w.bytes_expert, 2 * expert);
+    CHECK_EQ(r.w.bytes_active, r.w.bytes - 48LL * 120 * 2 * expert);
+    /* batch 1 reads the active weights and one typical context of KV */
+    const double kv = 2.0 * 48 * 4 * 128 * 2 * 2048;
+    CHECK_NEAR(r.tok1_lo, 100e9 / ((double)r.w.bytes_active + kv), 1e-6 * r.tok1_lo);
+    /* 16 tokens touch 128 (1 - (120/128)^16) = 82.9 experts per layer, uniform routing */
+    CHECK_EQ(r.batch, 16);
+    const double touched = 128 * (1 - pow(120.0 / 128, 16));
+    CHECK_NEAR((double)r.w.bytes_batch, (double)r.w.bytes - (128 - touched) * 48 * 2 * expert, 2.0);
+    CHECK(r.w.bytes_active < r.w.bytes_batch && r.w.bytes_batch < r.w.bytes);
+}
+
+/* The shared tiny Qwen3-MoE folder: the planner's count equals inspect's tensor count and the
+ * loaded model's, and both give the same active parameters. */
+TEST(test_plan_and_inspect_agree_on_qwen3moe_folder) {
+    char *dir = xi_test_data("models/qwen3moe-tiny-random");
+    xi_plan_model m;
+    char err[256] = "";
+    CHECKF(xi_plan_model_load(dir, &m, err, sizeof err) == 0, "%s", err);
+    CHECK(m.experts == 8 && m.experts_per_tok == 2 && m.moe_intermediate == 32 && m.moe_layers == 2);
+    xi_plan_params p;
+    xi_plan_params_default(&p);
+    xi_plan r;
+    CHECK(xi_plan_compute(&m, dev("910b3"), &p, &r, err, sizeof err) == 0);
+    const int64_t expert = 3 * 64 * 32;
+    CHECK_EQ(r.w.params, 151936LL * 64 + 2 * (128 * 64 * 2 + 64 * 64 * 2 + 8 * expert + 8 * 64 + 2 * 64 + 2 * 32) + 64);
+    CHECK_EQ(r.w.params_active, r.w.params - 2 * 6 * expert);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s inspect '%s' --json", xi_test_bin(), dir);
+    char *out = NULL;
+    CHECK_EQ(xi_test_run(cmd, &out), 0);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    CHECK(j);
+    json_t *moe = json_object_get(j, "moe");
+    CHECK_EQ(json_integer_value(json_object_get(j, "parameters")), r.w.params);
+    CHECK_EQ(json_integer_value(json_object_get(moe, "active_parameters")), r.w.params_active);
+    CHECK_EQ(json_integer_value(json_object_get(moe, "num_experts_per_tok")), 2);
+    json_decref(j);
+    free(dir);
+}

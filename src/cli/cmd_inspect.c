@@ -17,6 +17,7 @@
 typedef struct inspect_totals {
     uint64_t params;                    /* logical weights: an AWQ qweight int32 holds 8 */
     uint64_t bytes;                     /* every tensor's bytes */
+    uint64_t expert_params, expert_bytes; /* of which MoE experts' (".mlp.experts.") */
     int count[XI_DTYPE_COUNT];
     uint64_t dtype_bytes[XI_DTYPE_COUNT];
     int n_files;
@@ -47,6 +48,10 @@ static void totals_compute(const xi_st_set *s, inspect_totals *tt) {
         const xi_st_tensor *t = xi_st_at(s, i);
         tt->params += tensor_params(t);
         tt->bytes += t->nbytes;
+        if (strstr(t->name, ".mlp.experts.")) {
+            tt->expert_params += tensor_params(t);
+            tt->expert_bytes += t->nbytes;
+        }
         tt->count[t->dtype]++;
         tt->dtype_bytes[t->dtype] += t->nbytes;
         /* xi_st_at walks file by file, so a new file pointer starts a new file. */
@@ -63,6 +68,25 @@ static void shape_str(const xi_st_tensor *t, char *buf, size_t n) {
 
 static const char *torch_name(xi_dtype t) {
     return t == XI_BF16 ? "bfloat16" : t == XI_F16 ? "float16" : "float32";
+}
+
+/* What one token reads: every tensor but the experts it is not routed to (k of E). */
+static double active_share(const xi_config *c) {
+    return c->n_experts ? (double)c->n_experts_per_tok / c->n_experts : 1.0;
+}
+
+static uint64_t active_params(const xi_config *c, const inspect_totals *tt) {
+    return tt->params - (uint64_t)((double)tt->expert_params * (1.0 - active_share(c)));
+}
+
+static uint64_t active_bytes(const xi_config *c, const inspect_totals *tt) {
+    return tt->bytes - (uint64_t)((double)tt->expert_bytes * (1.0 - active_share(c)));
+}
+
+static int moe_layers(const xi_config *c) {
+    int n = 0;
+    for (int l = 0; l < c->n_layers; l++) n += c->layer[l].mlp == XI_MLP_MOE;
+    return n;
 }
 
 static void print_text(const char *dir, const xi_config *c, const xi_st_set *s, const inspect_totals *tt) {
@@ -82,6 +106,12 @@ static void print_text(const char *dir, const xi_config *c, const xi_st_set *s, 
     double p = (double)tt->params;
     printf("parameters    %llu (%.2f %s)\n", (unsigned long long)tt->params,
            p >= 1e9 ? p / 1e9 : p >= 1e6 ? p / 1e6 : p / 1e3, p >= 1e9 ? "B" : p >= 1e6 ? "M" : "K");
+    if (c->n_experts)
+        printf("experts       %d per MoE layer (%d of %d layers, moe_intermediate %d), %d per token: "
+               "%llu active parameters (%.2f%%), %.1f MiB read per token\n",
+               c->n_experts, moe_layers(c), c->n_layers, c->moe_intermediate_size, c->n_experts_per_tok,
+               (unsigned long long)active_params(c, tt), 100.0 * (double)active_params(c, tt) / p,
+               active_bytes(c, tt) / 1048576.0);
     printf("weights       %.1f MiB in %d file%s, %d tensors\n\n", tt->bytes / 1048576.0, tt->n_files,
            tt->n_files == 1 ? "" : "s", xi_st_count(s));
     printf("%-8s %8s %16s %12s\n", "dtype", "tensors", "bytes", "MiB");
@@ -126,6 +156,13 @@ static int print_json(const char *dir, const xi_config *c, const xi_st_set *s, c
         torch_name(c->torch_dtype), "parameters", (json_int_t)tt->params, "total_bytes",
         (json_int_t)tt->bytes, "files", tt->n_files, "dtypes", dtypes, "tensors", tensors);
     if (!root) return -1;
+    if (c->n_experts)
+        json_object_set_new(root, "moe",
+                            json_pack("{s:i, s:i, s:i, s:i, s:I, s:I}", "num_experts", c->n_experts,
+                                      "num_experts_per_tok", c->n_experts_per_tok, "moe_layers",
+                                      moe_layers(c), "moe_intermediate_size", c->moe_intermediate_size,
+                                      "active_parameters", (json_int_t)active_params(c, tt),
+                                      "active_bytes", (json_int_t)active_bytes(c, tt)));
     if (c->quant_awq)
         json_object_set_new(root, "quantization",
                             json_pack("{s:s, s:i, s:i, s:b}", "method", "awq", "bits", c->quant_bits,

@@ -157,6 +157,11 @@ static json_t *plan_json(const xi_plan_model *m, const xi_plan_device *d, const 
                           (json_int_t)r->w.bytes_embed, "norm_bias_bytes", (json_int_t)r->w.bytes_other,
                           "total_bytes", (json_int_t)r->w.bytes, "per_device_bytes",
                           (json_int_t)r->weights_per_device);
+    json_object_set_new(w, "active_params", json_integer((json_int_t)r->w.params_active));
+    json_object_set_new(w, "active_bytes", json_integer((json_int_t)r->w.bytes_active));
+    json_object_set_new(w, "batch_bytes", json_integer((json_int_t)r->w.bytes_batch));
+    json_object_set_new(model, "experts", json_integer(m->experts));
+    json_object_set_new(model, "experts_per_tok", json_integer(m->experts_per_tok));
     json_t *kv = json_pack("{s:s, s:I, s:I, s:I, s:I}", "dtype", r->kv_dtype, "bytes_per_token",
                            (json_int_t)r->kv_per_token, "bytes_per_token_per_device",
                            (json_int_t)r->kv_per_token_device, "bytes_per_full_sequence",
@@ -202,6 +207,11 @@ static void plan_text(const xi_plan_model *m, const xi_plan_device *d, const xi_
     printf(" + embeddings/lm_head %.2f GiB (16-bit) + norms/biases %.4f GiB\n", r->w.bytes_embed / GIB,
            r->w.bytes_other / GIB);
     printf("                %.2f GiB per device\n", r->weights_per_device / GIB);
+    if (m->experts)
+        printf("  experts       %d per MoE layer (%d layers), %d per token: %.2f B active parameters; a "
+               "step reads %.2f GiB of weights at batch 1, %.2f GiB at batch %d (expected union of "
+               "experts, uniform routing)\n", m->experts, m->moe_layers, m->experts_per_tok,
+               (double)r->w.params_active / 1e9, r->w.bytes_active / GIB, r->w.bytes_batch / GIB, r->batch);
     printf("  KV cache      %lld B per token (%lld B per device); per sequence %.3f GiB at %d tokens, "
            "%.1f MiB at %d\n", (long long)r->kv_per_token, (long long)r->kv_per_token_device,
            r->kv_per_seq_full / GIB, r->max_model_len, r->kv_per_seq_typical / (1024.0 * 1024.0),

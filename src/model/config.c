@@ -278,16 +278,3 @@ void xi_config_free(xi_config *c) {
     c->modules_to_not_convert = NULL;
     c->n_modules_to_not_convert = 0;
 }
-
-int64_t xi_config_active_params(const xi_config *c) {
-    const int64_t h = c->hidden_size, hd = c->head_dim;
-    const int64_t attn = h * hd * (2 * (int64_t)c->n_heads + 2 * (int64_t)c->n_kv_heads);
-    int64_t n = (int64_t)c->vocab_size * h * (c->tie_word_embeddings ? 1 : 2) + h;
-    for (int l = 0; l < c->n_layers; l++) {
-        const xi_layer_spec *s = &c->layer[l];
-        const int64_t k = s->mlp == XI_MLP_MOE ? s->top_k : 1;
-        n += attn + 2 * h + 3 * h * s->ffn * k + (s->qk_norm ? 2 * hd : 0);
-        if (s->mlp == XI_MLP_MOE) n += (int64_t)s->n_experts * h;
-    }
-    return n;
-}

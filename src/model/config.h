@@ -49,7 +49,5 @@ void xi_config_free(xi_config *c);
  * not required); -1 with err naming file and key. */
 int xi_config_get_int(json_t *o, const char *key, int *out, int required, const char *file,
                       char *err, size_t errlen);
-/* The parameters one token reads: all but the experts a token does not use (= all, dense). */
-int64_t xi_config_active_params(const xi_config *c);
 
 #endif

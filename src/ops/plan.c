@@ -7,6 +7,7 @@
  * each sequence rounded up to whole blocks. KV budget per device = memory × utilization −
  * weights/TP − runtime overhead. Decode is memory-bound: one step reads every weight once
  * plus each sequence's KV, so tok/s ≤ BW / bytes read per step (× batch for the total). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,28 +67,53 @@ static int64_t linear_bytes(int64_t n_out, int64_t n_in, xi_plan_quant q, const 
     return n_out * n_in * wbytes;
 }
 
+/* Bytes of one expert (gate, up, down) of a MoE layer. */
+static int64_t expert_bytes(const xi_plan_model *m, xi_plan_quant q, int wb, int64_t *meta) {
+    const int64_t h = m->hidden, f = m->moe_intermediate;
+    return 2 * linear_bytes(f, h, q, m, wb, meta) + linear_bytes(h, f, q, m, wb, meta);
+}
+
+/* Experts a batch of n tokens is expected to touch in one MoE layer, uniform routing. */
+static double experts_touched(const xi_plan_model *m, int n) {
+    if (!m->experts) return 0;
+    return m->experts * (1.0 - pow(1.0 - (double)m->experts_per_tok / m->experts, n));
+}
+
 static void count_weights(const xi_plan_model *m, xi_plan_quant q, xi_plan_weights *w) {
     memset(w, 0, sizeof *w);
     int64_t h = m->hidden, qd = (int64_t)m->heads * m->head_dim, kvd = (int64_t)m->kv_heads * m->head_dim;
     int64_t in = m->intermediate, wb = m->dtype_bytes;
     const int64_t shapes[7][2] = {{qd, h}, {kvd, h}, {kvd, h}, {h, qd}, {in, h}, {in, h}, {h, in}};
-    int64_t layer_bytes = 0, layer_meta = 0, layer_params = 0;
+    /* per dense layer (7 linears) and per MoE layer (4 attention linears + experts) */
+    int64_t dense_bytes = 0, attn_bytes = 0, dense_meta = 0, attn_meta = 0, dense_params = 0, attn_params = 0;
     for (int i = 0; i < 7; i++) {
-        layer_params += shapes[i][0] * shapes[i][1];
-        layer_bytes += linear_bytes(shapes[i][0], shapes[i][1], q, m, (int)wb, &layer_meta);
+        int64_t meta = 0, b = linear_bytes(shapes[i][0], shapes[i][1], q, m, (int)wb, &meta);
+        dense_params += shapes[i][0] * shapes[i][1];
+        dense_bytes += b, dense_meta += meta;
+        if (i < 4) attn_params += shapes[i][0] * shapes[i][1], attn_bytes += b, attn_meta += meta;
     }
-    int64_t layer_other = 2 * h + (m->attention_bias ? qd + 2 * kvd : 0); /* 2 norms, q/k/v bias */
-    w->params_linear = layer_params * m->layers;
+    const int64_t n_moe = m->experts ? m->moe_layers : 0, n_dense = m->layers - n_moe;
+    int64_t e_meta = 0, e_bytes = m->experts ? expert_bytes(m, q, (int)wb, &e_meta) : 0;
+    const int64_t e_params = 3 * h * m->moe_intermediate;
+    int64_t layer_other = 2 * h + (m->attention_bias ? qd + 2 * kvd : 0) + (m->qk_norm ? 2 * m->head_dim : 0);
+    w->params_linear = dense_params * n_dense + (attn_params + e_params * m->experts) * n_moe;
     w->params_embed = (int64_t)m->vocab * h;
     w->params_lm_head = m->tied ? 0 : (int64_t)m->vocab * h;
-    w->params_other = layer_other * m->layers + h; /* + final norm */
+    /* norms, biases and the MoE routers (kept 16-bit by AWQ checkpoints) */
+    w->params_other = layer_other * m->layers + (int64_t)m->experts * h * n_moe + h; /* + final norm */
     w->params = w->params_linear + w->params_embed + w->params_lm_head + w->params_other;
     int b16 = wb > 2 ? (int)wb : 2; /* unquantized parts keep the checkpoint's width */
-    w->bytes_linear = layer_bytes * m->layers;
-    w->bytes_linear_meta = layer_meta * m->layers;
+    w->bytes_linear = dense_bytes * n_dense + (attn_bytes + e_bytes * m->experts) * n_moe;
+    w->bytes_linear_meta = dense_meta * n_dense + (attn_meta + e_meta * m->experts) * n_moe;
     w->bytes_embed = (w->params_embed + w->params_lm_head) * b16;
     w->bytes_other = w->params_other * b16;
     w->bytes = w->bytes_linear + w->bytes_embed + w->bytes_other;
+    /* a token reads its k experts of each MoE layer, not all E */
+    const int64_t idle = m->experts ? (int64_t)(m->experts - m->experts_per_tok) * n_moe : 0;
+    w->bytes_expert = e_bytes;
+    w->params_active = w->params - idle * e_params;
+    w->bytes_active = w->bytes - idle * e_bytes;
+    w->bytes_batch = w->bytes_active;
 }
 
 int xi_plan_tp_valid(const xi_plan_model *m, xi_plan_quant q, int tp) {
@@ -95,7 +121,8 @@ int xi_plan_tp_valid(const xi_plan_model *m, xi_plan_quant q, int tp) {
     if (m->kv_heads % tp && tp % m->kv_heads) return 0;
     if (q == XI_PQ_AWQ && tp > 1) {
         int group = m->quant_group ? m->quant_group : 128;
-        if (m->intermediate % tp || (m->intermediate / tp) % group) return 0;
+        int ffn = m->experts ? m->moe_intermediate : m->intermediate;
+        if (ffn % tp || (ffn / tp) % group) return 0;
     }
     return 1;
 }
@@ -119,18 +146,23 @@ static void plan_for_tp(const xi_plan_model *m, const xi_plan_device *d, const x
     r->max_seqs_typical = r->kv_budget > 0 ? r->kv_budget / r->kv_per_seq_typical : 0;
     r->fits = r->max_seqs_full >= 1;
 
-    /* Decode bound: a step reads this device's weights once and every sequence's KV
-     * (typical context). The batched figure is the concurrency that fits, capped. */
+    /* Decode bound: a step reads the weights its tokens use once (dense: all of this
+     * device's; MoE: the experts picked, see count_weights) and every sequence's KV (typical
+     * context). The batched figure is the concurrency that fits, capped. */
     r->batch = (int)XI_MIN(r->max_seqs_typical, (int64_t)p->max_num_seqs);
     if (r->batch < 1) r->batch = 1;
     double kv_read = (double)r->kv_per_token_device * r->typical_context;
-    double step1 = (double)r->weights_per_device + kv_read;
-    double stepn = (double)r->weights_per_device + kv_read * r->batch;
+    double idle1 = (double)(r->w.bytes - r->w.bytes_active);
+    double idlen = (m->experts - experts_touched(m, r->batch)) * m->moe_layers * (double)r->w.bytes_expert;
+    r->w.bytes_batch = r->w.bytes - (int64_t)idlen;
+    double step1 = (double)r->weights_per_device - idle1 / tp + kv_read;
+    double stepn = (double)r->weights_per_device - idlen / tp + kv_read * r->batch;
     r->tok1_lo = d->bw_lo / step1, r->tok1_hi = d->bw_hi / step1;
     r->tokn_lo = d->bw_lo / stepn * r->batch, r->tokn_hi = d->bw_hi / stepn * r->batch;
     /* Compute ceiling: 2 FLOPs per weight of the linear layers and lm_head, plus attention
      * (QK and PV: 4 × heads × head_dim per context token per layer), split over TP. */
-    double flops = 2.0 * ((double)r->w.params_linear + (double)m->vocab * m->hidden) +
+    double active_linear = (double)(r->w.params_linear - (r->w.params - r->w.params_active));
+    double flops = 2.0 * (active_linear + (double)m->vocab * m->hidden) +
                    4.0 * m->layers * m->heads * m->head_dim * (double)r->typical_context;
     flops /= tp;
     r->compute_lo = d->tflops_lo * 1e12 / flops, r->compute_hi = d->tflops_hi * 1e12 / flops;

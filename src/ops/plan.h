@@ -16,6 +16,9 @@ typedef struct xi_plan_model {
     int hidden, intermediate, layers, heads, kv_heads, head_dim, vocab;
     int tied;                   /* lm_head shares the embedding matrix */
     int attention_bias;         /* q/k/v bias (Qwen2) */
+    int qk_norm;                /* per-head q/k RMSNorm weights (Qwen3) */
+    int experts, experts_per_tok, moe_intermediate; /* MoE (Qwen3-MoE); experts 0: dense */
+    int moe_layers;             /* layers whose MLP is the mixture (the rest dense) */
     int max_position;
     char dtype[16];             /* "bfloat16", "float16", "float32" */
     int dtype_bytes;
@@ -74,6 +77,13 @@ typedef struct xi_plan_weights {
     int64_t bytes_embed;        /* embeddings + lm_head, always 16-bit */
     int64_t bytes_other;        /* norms and biases */
     int64_t bytes;              /* total */
+    /* What one token reads (MoE: top-k experts of each MoE layer and the router; dense: all
+     * linears): the decode estimate's weight traffic at batch 1. */
+    int64_t params_active, bytes_active;
+    int64_t bytes_expert;       /* one expert's gate, up and down (0 dense) */
+    /* The same at the batch of the estimate: the expected union of experts its tokens pick
+     * when routing is uniform, E (1 - (1 - k/E)^batch) per layer (xi_plan.batch). */
+    int64_t bytes_batch;
 } xi_plan_weights;
 
 typedef struct xi_plan {

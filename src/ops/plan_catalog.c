@@ -17,18 +17,27 @@
 typedef struct {
     const char *key, *name;
     int hidden, intermediate, layers, heads, kv_heads, head_dim, vocab, tied, bias, max_pos;
+    int qk_norm, experts, experts_per_tok, moe_intermediate; /* Qwen3; MoE: every layer */
 } model_row;
 
 static const model_row models[] = {
-    {"qwen2.5-0.5b", "Qwen2.5-0.5B", 896, 4864, 24, 14, 2, 64, 151936, 1, 1, 32768},
-    {"qwen2.5-1.5b", "Qwen2.5-1.5B", 1536, 8960, 28, 12, 2, 128, 151936, 1, 1, 32768},
-    {"qwen2.5-3b", "Qwen2.5-3B", 2048, 11008, 36, 16, 2, 128, 151936, 1, 1, 32768},
-    {"qwen2.5-7b", "Qwen2.5-7B", 3584, 18944, 28, 28, 4, 128, 152064, 0, 1, 32768},
-    {"qwen2.5-14b", "Qwen2.5-14B", 5120, 13824, 48, 40, 8, 128, 152064, 0, 1, 32768},
-    {"qwen2.5-32b", "Qwen2.5-32B", 5120, 27648, 64, 40, 8, 128, 152064, 0, 1, 32768},
-    {"qwen2.5-72b", "Qwen2.5-72B", 8192, 29568, 80, 64, 8, 128, 152064, 0, 1, 32768},
-    {"llama-3.1-8b", "Llama-3.1-8B", 4096, 14336, 32, 32, 8, 128, 128256, 0, 0, 131072},
-    {"llama-3.1-70b", "Llama-3.1-70B", 8192, 28672, 80, 64, 8, 128, 128256, 0, 0, 131072},
+    {"qwen2.5-0.5b", "Qwen2.5-0.5B", 896, 4864, 24, 14, 2, 64, 151936, 1, 1, 32768, 0, 0, 0, 0},
+    {"qwen2.5-1.5b", "Qwen2.5-1.5B", 1536, 8960, 28, 12, 2, 128, 151936, 1, 1, 32768, 0, 0, 0, 0},
+    {"qwen2.5-3b", "Qwen2.5-3B", 2048, 11008, 36, 16, 2, 128, 151936, 1, 1, 32768, 0, 0, 0, 0},
+    {"qwen2.5-7b", "Qwen2.5-7B", 3584, 18944, 28, 28, 4, 128, 152064, 0, 1, 32768, 0, 0, 0, 0},
+    {"qwen2.5-14b", "Qwen2.5-14B", 5120, 13824, 48, 40, 8, 128, 152064, 0, 1, 32768, 0, 0, 0, 0},
+    {"qwen2.5-32b", "Qwen2.5-32B", 5120, 27648, 64, 40, 8, 128, 152064, 0, 1, 32768, 0, 0, 0, 0},
+    {"qwen2.5-72b", "Qwen2.5-72B", 8192, 29568, 80, 64, 8, 128, 152064, 0, 1, 32768, 0, 0, 0, 0},
+    {"llama-3.1-8b", "Llama-3.1-8B", 4096, 14336, 32, 32, 8, 128, 128256, 0, 0, 131072, 0, 0, 0, 0},
+    {"llama-3.1-70b", "Llama-3.1-70B", 8192, 28672, 80, 64, 8, 128, 128256, 0, 0, 131072, 0, 0, 0, 0},
+    {"qwen3-0.6b", "Qwen3-0.6B", 1024, 3072, 28, 16, 8, 128, 151936, 1, 0, 40960, 1, 0, 0, 0},
+    {"qwen3-1.7b", "Qwen3-1.7B", 2048, 6144, 28, 16, 8, 128, 151936, 1, 0, 40960, 1, 0, 0, 0},
+    {"qwen3-4b", "Qwen3-4B", 2560, 9728, 36, 32, 8, 128, 151936, 1, 0, 40960, 1, 0, 0, 0},
+    {"qwen3-8b", "Qwen3-8B", 4096, 12288, 36, 32, 8, 128, 151936, 0, 0, 40960, 1, 0, 0, 0},
+    {"qwen3-14b", "Qwen3-14B", 5120, 17408, 40, 40, 8, 128, 151936, 0, 0, 40960, 1, 0, 0, 0},
+    {"qwen3-32b", "Qwen3-32B", 5120, 25600, 64, 64, 8, 128, 151936, 0, 0, 40960, 1, 0, 0, 0},
+    {"qwen3-30b-a3b", "Qwen3-30B-A3B", 2048, 6144, 48, 32, 4, 128, 151936, 0, 0, 40960, 1, 128, 8, 768},
+    {"qwen3-235b-a22b", "Qwen3-235B-A22B", 4096, 12288, 94, 64, 4, 128, 151936, 0, 0, 40960, 1, 128, 8, 1536},
 };
 
 int xi_plan_model_count(void) { return (int)XI_ARRAY_LEN(models); }
@@ -61,6 +70,8 @@ int xi_plan_model_catalog(const char *name, xi_plan_model *m, char *err, size_t 
         m->heads = r->heads, m->kv_heads = r->kv_heads, m->head_dim = r->head_dim;
         m->vocab = r->vocab, m->tied = r->tied, m->attention_bias = r->bias;
         m->max_position = r->max_pos;
+        m->qk_norm = r->qk_norm, m->experts = r->experts, m->experts_per_tok = r->experts_per_tok;
+        m->moe_intermediate = r->moe_intermediate, m->moe_layers = r->experts ? r->layers : 0;
         xi_copy_str(m->dtype, sizeof m->dtype, "bfloat16");
         m->dtype_bytes = 2;
         if (awq) {
@@ -118,6 +129,31 @@ static int load_quant(json_t *q, xi_plan_model *m, const char *path, char *err, 
     return 0;
 }
 
+/* Qwen3-MoE style experts: num_experts, num_experts_per_tok, moe_intermediate_size, and which
+ * layers are sparse (decoder_sparse_step, mlp_only_layers). Absent: dense. */
+static int load_moe(json_t *c, xi_plan_model *m, const char *path, char *err, size_t errlen) {
+    json_t *ne = json_object_get(c, "num_experts");
+    if (!ne || json_is_null(ne) || (json_is_integer(ne) && json_integer_value(ne) == 0)) return 0;
+    int step = 1;
+    if (get_int(c, "num_experts", -1, &m->experts, path, err, errlen) ||
+        get_int(c, "num_experts_per_tok", -1, &m->experts_per_tok, path, err, errlen) ||
+        get_int(c, "moe_intermediate_size", -1, &m->moe_intermediate, path, err, errlen) ||
+        get_int(c, "decoder_sparse_step", 1, &step, path, err, errlen))
+        return -1;
+    if (m->experts_per_tok > m->experts)
+        return xi_errf(err, errlen, "%s: num_experts_per_tok %d is more than num_experts %d", path,
+                       m->experts_per_tok, m->experts);
+    json_t *only = json_object_get(c, "mlp_only_layers");
+    for (int l = 0; l < m->layers; l++) {
+        int dense = (l + 1) % step != 0;
+        size_t i;
+        json_t *e;
+        json_array_foreach(only, i, e) dense |= json_is_integer(e) && json_integer_value(e) == l;
+        m->moe_layers += !dense;
+    }
+    return 0;
+}
+
 int xi_plan_model_load(const char *dir, xi_plan_model *m, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     char *path = xi_path_join(dir, "config.json");
@@ -152,11 +188,13 @@ int xi_plan_model_load(const char *dir, xi_plan_model *m, char *err, size_t errl
                 "head_dim is given", path, m->hidden, m->heads);
         goto out;
     }
+    if (load_moe(c, m, path, err, errlen)) goto out;
     /* Each field may be up to 2^30, but the planner counts bytes in int64: a shape past 2^50
      * parameters (thousands of times any real model) would overflow it. Every int64 product
      * the planner forms is bounded by this count times a few bytes. */
     double qd = (double)m->heads * m->head_dim, kvd = (double)m->kv_heads * m->head_dim;
-    double params = (2 * qd + 2 * kvd + 3.0 * m->intermediate) * m->hidden * m->layers +
+    double params = (2 * qd + 2 * kvd + 3.0 * m->intermediate +
+                     (double)m->experts * (3.0 * m->moe_intermediate + 1)) * m->hidden * m->layers +
                     2.0 * m->vocab * m->hidden;
     if (params > 0x1p50) {
         xi_errf(err, errlen, "%s: %.3g parameters is not a real model shape", path, params);
@@ -172,6 +210,7 @@ int xi_plan_model_load(const char *dir, xi_plan_model *m, char *err, size_t errl
     const char *arch = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     m->attention_bias = json_is_true(json_object_get(c, "attention_bias")) ||
                         (arch && !strncmp(arch, "Qwen2", 5));
+    m->qk_norm = arch && !strncmp(arch, "Qwen3", 5);
     const char *dt = json_string_value(json_object_get(c, "torch_dtype"));
     if (!dt) dt = json_string_value(json_object_get(c, "dtype"));
     xi_copy_str(m->dtype, sizeof m->dtype, dt ? dt : "bfloat16");
