@@ -89,7 +89,7 @@ static void limits_read_task(void *ctx, int ith, int nth) {
 }
 
 /* Bytes per second over buf[n] on every pool thread (call once before to map the pages). */
-static double limits_read_bandwidth(xi_pool *pool, const float *buf, size_t n) {
+static inline double limits_read_bandwidth(xi_pool *pool, const float *buf, size_t n) {
     limits_read_job j = {buf, n, {0}};
     const double t0 = xi_now();
     xi_pool_run(pool, limits_read_task, &j);
@@ -175,7 +175,7 @@ static void limits_fma_task(void *ctx, int ith, int nth) {
 }
 
 /* FLOP/s of fp32 FMAs on every pool thread, iters loop trips each. */
-static double limits_fma_peak(xi_pool *pool, long iters) {
+static inline double limits_fma_peak(xi_pool *pool, long iters) {
     limits_fma_job j = {.iters = iters};
     const double t0 = xi_now();
     xi_pool_run(pool, limits_fma_task, &j);
