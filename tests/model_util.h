@@ -10,6 +10,9 @@
 
 /* Load a model folder from the shared data with fp32 activations (as the references). */
 xi_model *tm_load(const char *rel, const char *dtype, const char *kernels, int threads);
+/* The same with a --quantization (NULL: as the checkpoint); rel may be an absolute folder. */
+xi_model *tm_load_ex(const char *rel, const char *dtype, const char *quant, const char *kernels,
+                     int threads);
 
 typedef struct tm_seq {
     int32_t table[256];  /* block ids */
@@ -47,6 +50,10 @@ json_t *tm_load_json(const char *rel);
 /* --quantization int8 of models/<rel>: under bytes_ratio of the float weight bytes, last logits of ids within
  * 5% of the logit range of the float model's (and not equal), same argmax. */
 void tm_int8_tracks_float(const char *rel, const int32_t *ids, int n, double bytes_ratio);
+
+/* The same sequence computed alone and as one of 17 sequences in a batch gives the same bits;
+ * so does feeding its prompt in chunks of 1, 5 and 16 tokens. KV cache of dtype kvt. */
+void tm_invariance(const char *kernels, const char *rel, xi_dtype kvt, const char *quant);
 
 void tm_reference(const char *kernels, const char *rel, double *err_first8, double *err_last);
 

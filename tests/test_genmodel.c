@@ -433,6 +433,8 @@ TEST(test_genmodel_awq_moe_matches_its_dequantized_weights) {
     char *fdir = dequantized_copy(qdir, "moe-deq");
     CHECK(fdir);
     TM_FOR_EACH_VARIANT(awq_moe_vs_dequantized, qdir, fdir);
+    /* int4 experts keep the batch / chunk invariance too */
+    TM_FOR_EACH_VARIANT(tm_invariance, qdir, XI_F32, NULL);
     free(qdir);
     free(fdir);
 }

@@ -60,77 +60,21 @@ TEST(test_qwen2_tiny_logits_match_reference) {
 }
 
 
-/* The same sequence computed alone and as one of 17 sequences in a batch gives the same bits;
- * so does feeding its prompt in chunks of 1, 5 and 16 tokens. */
-static void invariance(const char *kernels, const char *rel, xi_dtype kvt) {
-    xi_model *m = tm_load(rel, NULL, kernels, 2);
-    CHECK(m);
-    const xi_config *c = xi_model_config(m);
-    const int V = c->vocab_size, NP = 40;
-    char err[256];
-    int32_t prompts[17][NP];
-    uint64_t st = 12345;
-    for (int s = 0; s < 17; s++)
-        for (int i = 0; i < NP; i++) {
-            st = st * 6364136223846793005ull + 1442695040888963407ull;
-            prompts[s][i] = (int32_t)((st >> 33) % (uint64_t)(V < 500 ? V : 500));
-        }
-    float *alone = malloc(sizeof(float) * V), *batch = malloc(sizeof(float) * V * 17);
-    /* alone, one chunk */
-    xi_kv_store *kv = xi_kv_store_new(c, 17 * 4 + 1, 16, kvt, err, sizeof err);
-    CHECK(kv);
-    tm_seq s0;
-    tm_seq_init(&s0, 1, 4);
-    tm_seq *p0 = &s0;
-    const int32_t *ip = prompts[0];
-    int n = NP;
-    CHECK(tm_forward(m, kv, &p0, &ip, &n, 1, 0, alone) == 0);
-    /* 17 sequences in one batch (sequence 0 in the middle) */
-    tm_seq ss[17];
-    tm_seq *sp[17];
-    const int32_t *ips[17];
-    int ns[17];
-    for (int s = 0; s < 17; s++) {
-        int which = (s + 8) % 17;
-        tm_seq_init(&ss[s], 1 + 4 * s, 4);
-        sp[s] = &ss[s];
-        ips[s] = prompts[which];
-        ns[s] = NP - (which ? which % 7 : 0);
-    }
-    CHECK(tm_forward(m, kv, sp, ips, ns, 17, 0, batch) == 0);
-    int at = 9; /* (9 + 8) % 17 == 0 */
-    CHECK(memcmp(alone, batch + (size_t)at * V, sizeof(float) * V) == 0);
-    /* chunks of 1, 5, 16 */
-    int chunks[] = {1, 5, 16};
-    for (int k = 0; k < 3; k++) {
-        tm_seq sc;
-        tm_seq_init(&sc, 1 + 4 * 16, 4);
-        tm_seq *pc = &sc;
-        for (int off = 0; off < NP; off += chunks[k]) {
-            int len = NP - off < chunks[k] ? NP - off : chunks[k];
-            const int32_t *cp = prompts[0] + off;
-            CHECK(tm_forward(m, kv, &pc, &cp, &len, 1, 0, batch) == 0);
-        }
-        CHECKF(memcmp(alone, batch, sizeof(float) * V) == 0, "chunk size %d differs", chunks[k]);
-    }
-    free(alone);
-    free(batch);
-    xi_kv_store_free(kv);
-    xi_model_free(m);
-}
-
 TEST(test_batch_and_chunk_invariance_stories260k) {
-    TM_FOR_EACH_VARIANT(invariance, "models/stories260K", XI_F32);
+    TM_FOR_EACH_VARIANT(tm_invariance, "models/stories260K", XI_F32, NULL);
 }
 TEST(test_batch_and_chunk_invariance_qwen2_bf16_kv) {
-    TM_FOR_EACH_VARIANT(invariance, "models/qwen2-tiny-random", XI_BF16);
+    TM_FOR_EACH_VARIANT(tm_invariance, "models/qwen2-tiny-random", XI_BF16, NULL);
 }
 TEST(test_batch_and_chunk_invariance_qwen3) {
-    TM_FOR_EACH_VARIANT(invariance, "models/qwen3-tiny-random", XI_F32);
+    TM_FOR_EACH_VARIANT(tm_invariance, "models/qwen3-tiny-random", XI_F32, NULL);
 }
 /* MoE: 17 sequences route their rows to the experts together, yet each gets its own bits. */
 TEST(test_batch_and_chunk_invariance_qwen3moe_bf16_kv) {
-    TM_FOR_EACH_VARIANT(invariance, "models/qwen3moe-tiny-random", XI_BF16);
+    TM_FOR_EACH_VARIANT(tm_invariance, "models/qwen3moe-tiny-random", XI_BF16, NULL);
+}
+TEST(test_batch_and_chunk_invariance_qwen3moe_int8_experts) {
+    TM_FOR_EACH_VARIANT(tm_invariance, "models/qwen3moe-tiny-random", XI_F32, "int8");
 }
 
 static void thread_invariance(const char *rel) {
