@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "base/base.h"
-
 #include "test.h"
 
 xi_model *tm_load(const char *rel, const char *dtype, const char *kernels, int threads) {

@@ -24,8 +24,8 @@ typedef enum { XI_MLP_DENSE, XI_MLP_MOE } xi_mlp_kind;
 /* SOFTMAX_TOPK: softmax over every expert's router logit in fp32, the top k (lowest id wins a
  * tie), their weights renormalised to sum 1 when norm_topk (Qwen3-MoE, Mixtral). */
 typedef enum { XI_ROUTE_SOFTMAX_TOPK } xi_route_kind;
-/* q/k/v bias: NONE is never loaded, OPTIONAL is loaded when the checkpoint has it,
- * REQUIRED must be there (Qwen2). */
+/* q/k/v bias: OPTIONAL is loaded when the checkpoint has it, REQUIRED must be there (Qwen2,
+ * or attention_bias true). */
 typedef enum { XI_BIAS_OPTIONAL, XI_BIAS_REQUIRED } xi_bias_kind;
 
 typedef struct xi_layer_spec {
