@@ -48,7 +48,7 @@ int tm_forward(xi_model *m, xi_kv_store *kv, tm_seq **seqs, const int32_t *const
             tok[r] = ids[s][i];
             pos[r] = p;
             slots[r] = (int64_t)seqs[s]->table[p / B] * B + p % B;
-            if (all_rows || i == n[s] - 1) rows[nl++] = r;
+            if (logits && (all_rows || i == n[s] - 1)) rows[nl++] = r;
         }
         seqs[s]->n_past += n[s];
     }
@@ -227,7 +227,8 @@ void tm_invariance(const char *kernels, const char *rel, xi_dtype kvt, const cha
         for (int off = 0; off < NP; off += chunks[k]) {
             int len = NP - off < chunks[k] ? NP - off : chunks[k];
             const int32_t *cp = prompts[0] + off;
-            CHECK(tm_forward(m, kv, &pc, &cp, &len, 1, 0, batch) == 0);
+            /* logits of the last chunk only: the lm_head dominates under qemu */
+            CHECK(tm_forward(m, kv, &pc, &cp, &len, 1, 0, off + len == NP ? batch : NULL) == 0);
         }
         CHECKF(memcmp(alone, batch, sizeof(float) * V) == 0, "chunk size %d differs", chunks[k]);
     }

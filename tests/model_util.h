@@ -24,7 +24,8 @@ typedef struct tm_seq {
 void tm_seq_init(tm_seq *s, int first_block, int n_blocks);
 
 /* Feed n ids of each of n_seq sequences in ONE batch (rows seq-major); logits of the last
- * row of each sequence go to logits[s * vocab], or of every row when all_rows. */
+ * row of each sequence go to logits[s * vocab], or of every row when all_rows; none when
+ * logits is NULL. */
 int tm_forward(xi_model *m, xi_kv_store *kv, tm_seq **seqs, const int32_t *const *ids,
                const int *n, int n_seq, int all_rows, float *logits);
 

@@ -406,8 +406,9 @@ static void awq_moe_vs_dequantized(const char *kernels, const char *qdir, const 
         xi_kv_store_free(kv);
     }
     for (size_t j = 0; j < (size_t)V * n; j++) {
-        maxd = fmax(maxd, fabs(lq[j] - lf[j]));
-        range = fmax(range, fabs(lf[j]));
+        /* compares, not fmax: aarch64 gcc 12's vectorizer crashes on an fmax reduction here */
+        if (fabs(lq[j] - lf[j]) > maxd) maxd = fabs(lq[j] - lf[j]);
+        if (fabs(lf[j]) > range) range = fabs(lf[j]);
     }
     CHECKF(maxd < 1e-3 && range > 0.05, "%s: AWQ vs dequantized logits differ by %g (range %g)",
            kernels, maxd, range);
