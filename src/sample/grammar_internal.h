@@ -1,0 +1,124 @@
+/* sample/grammar internals: the rule builder the compilers share (grammar_build.c), the
+ * flattened grammar and its frame table (grammar.c), the mask cache (grammar_mask.c). */
+#ifndef XI_GRAMMAR_INTERNAL_H
+#define XI_GRAMMAR_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sample/grammar.h"
+
+/* An element: a byte set (index into sets) or a reference to a rule. */
+#define XG_REF 0x80000000u
+#define XG_END 0xffffffffu
+
+/* A sequence under construction. */
+typedef struct xg_seq {
+    uint32_t *e;
+    int n, cap;
+} xg_seq;
+
+typedef struct xg_rule {
+    xg_seq *alts;       /* [n_alts] */
+    int n_alts, cap_alts;
+    char *name;         /* GBNF name or NULL */
+    int defined;
+} xg_rule;
+
+typedef struct xg_build {
+    xg_rule *rules;
+    int n_rules, cap_rules;
+    uint8_t (*sets)[32]; /* [n_sets] 256-bit byte sets */
+    int n_sets, cap_sets;
+    char *err;
+    size_t errlen;
+    int failed;         /* an error (or OOM) was recorded: later calls do nothing */
+} xg_build;
+
+void xg_init(xg_build *b, char *err, size_t errlen);
+void xg_free(xg_build *b);
+/* Record an error (the first one wins). Returns -1. */
+int xg_fail(xg_build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int xg_rule_new(xg_build *b);
+int xg_add_alt(xg_build *b, int rule, const xg_seq *s);
+void xg_seq_free(xg_seq *s);
+void xg_seq_push(xg_build *b, xg_seq *s, uint32_t e);
+void xg_seq_append(xg_build *b, xg_seq *s, const xg_seq *t);
+void xg_seq_set(xg_build *b, xg_seq *s, const uint8_t set[32]);
+void xg_seq_byte(xg_build *b, xg_seq *s, uint8_t c);
+void xg_seq_lit(xg_build *b, xg_seq *s, const char *lit, size_t n);
+static inline void xg_seq_ref(xg_build *b, xg_seq *s, int rule) {
+    xg_seq_push(b, s, XG_REF | (uint32_t)rule);
+}
+/* A rule for x{min,max} (max < 0: unbounded). x's alternatives are inlined into the loop, so
+ * a repetition keeps one stack frame however long it runs. */
+int xg_rep(xg_build *b, const xg_seq *x, int min, int max);
+/* A rule with the single alternative s. */
+int xg_wrap(xg_build *b, const xg_seq *s);
+
+/* Code point ranges [lo, hi] (inclusive), as a rule of their UTF-8 byte sequences. */
+typedef struct xg_cp_range {
+    uint32_t lo, hi;
+} xg_cp_range;
+/* negate: the complement within U+0000..U+10FFFF (surrogates never match). */
+int xg_cp_class(xg_build *b, const xg_cp_range *r, int n, int negate);
+/* The UTF-8 code point at src[*i] (advancing *i), or -1 for bad or cut-off UTF-8. */
+int64_t xg_utf8_next(const char *src, size_t n, size_t *i);
+/* Append c as UTF-8. */
+void xg_seq_cp(xg_build *b, xg_seq *s, uint32_t c);
+
+/* Compilers into the builder: each returns the root rule or -1 (b->err set). */
+int xg_compile_regex(xg_build *b, const char *src, size_t len, int json_string);
+int xg_compile_gbnf(xg_build *b, const char *src, size_t len);
+int xg_compile_json_schema(xg_build *b, const char *src, size_t len);
+int xg_compile_json_object(xg_build *b);
+int xg_compile_choice(xg_build *b, const char *src, size_t len);
+
+/* ---- the compiled grammar ---- */
+
+typedef struct xg_frame {
+    uint32_t pos;       /* element index */
+    uint32_t parent;    /* frame returned to; 0: the bottom (complete), 1: an unknown context */
+    uint32_t depth;
+} xg_frame;
+
+typedef struct xg_cache_entry {
+    uint64_t *accept;   /* [words] tokens accepted whatever lies below */
+    int32_t *check;     /* [n_check] tokens to check against the full stack */
+    int n_check;
+} xg_cache_entry;
+
+struct xi_grammar {
+    uint32_t *elems;    /* [n_elems]: per alternative its elements then XG_END */
+    int n_elems;
+    uint32_t *alt_start; /* [n_alt_starts] element index of each alternative */
+    uint32_t *rule_alts; /* [n_rules + 1]: rule r's alternatives are alt_start[rule_alts[r]..] */
+    int n_rules, root;
+    uint8_t (*sets)[32];
+    int n_sets;
+    /* interned frames: id -> frame, (pos, parent) -> id */
+    xg_frame *frames;
+    int n_frames, cap_frames;
+    uint32_t *hash;     /* [hash_cap] frame ids, 0 empty */
+    int hash_cap;
+    /* scratch for closures */
+    uint64_t *visit;    /* [n_visit] (pos << 32 | parent) seen in this closure */
+    int n_visit, cap_visit;
+    /* mask cache, per element position (built for one token table) */
+    xg_cache_entry **cache; /* [n_elems] */
+    const xi_token_table *cache_for;
+    uint32_t **walk;    /* [max_len + 1] per-depth state sets of the mask walk */
+    int *walk_n, *walk_cap;
+    int walk_depth;
+    uint64_t *acc;      /* [words] the mask being built */
+    uint32_t *sim[2];   /* scratch sets for checking one token */
+    int sim_cap[2];
+};
+
+/* Advance the id set in[n_in] by byte c into out (sorted, unique). Returns the count or -1. */
+int xg_step(xi_grammar *g, const uint32_t *in, int n_in, uint8_t c, uint32_t **out, int *cap);
+/* The stack id for frame (pos, parent), interned; XG_FAIL on OOM or past the depth limit. */
+#define XG_FAIL 0xffffffffu
+uint32_t xg_intern(xi_grammar *g, uint32_t pos, uint32_t parent);
+
+#endif

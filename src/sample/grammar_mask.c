@@ -1,0 +1,232 @@
+/* sample/grammar_mask: the per-step token mask of a grammar state.
+ *
+ * A state is a set of stacks; a token is allowed when its bytes advance any of them. Trying
+ * 151,936 tokens byte by byte every step would cost as much as the model, so the mask is built
+ * from a cache per grammar position p (the element on top of a stack): walking every token
+ * from the lone frame (p, unknown context) sorts it into "accepted" (its bytes are consumed
+ * without leaving p's rule, so whatever lies below on the stack it is allowed), "rejected"
+ * (dies inside the rule) or "check" (reaches the end of the rule: only the full stack can
+ * tell). The walk visits tokens in byte order and reuses the states of the prefix a token
+ * shares with the previous one, a trie walk without a trie. A step then ORs one bitmap per
+ * stack and checks the few "check" tokens against the real stack. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sample/grammar_internal.h"
+
+static int cmp_token(const void *a, const void *b, void *arg) {
+    const xi_token_table *t = arg;
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    const uint32_t lx = t->off[x + 1] - t->off[x], ly = t->off[y + 1] - t->off[y];
+    int c = memcmp(t->bytes + t->off[x], t->bytes + t->off[y], lx < ly ? lx : ly);
+    if (c) return c;
+    return lx < ly ? -1 : lx > ly ? 1 : (x < y ? -1 : x > y);
+}
+
+int xi_token_table_init(xi_token_table *t, int vocab, const uint32_t *off, const char *bytes,
+                        const uint8_t *usable) {
+    memset(t, 0, sizeof *t);
+    t->vocab = vocab;
+    t->off = off;
+    t->bytes = bytes;
+    t->usable = usable;
+    t->order = malloc(((size_t)vocab + 1) * sizeof *t->order);
+    t->lcp = malloc(((size_t)vocab + 1) * sizeof *t->lcp);
+    if (!t->order || !t->lcp) {
+        xi_token_table_free(t);
+        return -1;
+    }
+    for (int i = 0; i < vocab; i++)
+        if (usable[i]) {
+            t->order[t->n_order++] = i;
+            const int len = (int)(off[i + 1] - off[i]);
+            if (len > t->max_len) t->max_len = len;
+        }
+    qsort_r(t->order, (size_t)t->n_order, sizeof *t->order, cmp_token, t);
+    for (int i = 0; i < t->n_order; i++) {
+        int l = 0;
+        if (i) {
+            const int32_t a = t->order[i - 1], b = t->order[i];
+            const uint32_t la = off[a + 1] - off[a], lb = off[b + 1] - off[b];
+            while ((uint32_t)l < la && (uint32_t)l < lb && bytes[off[a] + l] == bytes[off[b] + l] && l < 65535) l++;
+        }
+        t->lcp[i] = (uint16_t)l;
+    }
+    return 0;
+}
+
+void xi_token_table_free(xi_token_table *t) {
+    free(t->order);
+    free(t->lcp);
+    memset(t, 0, sizeof *t);
+}
+
+static void drop_cache(xi_grammar *g) {
+    if (g->cache)
+        for (int i = 0; i < g->n_elems; i++)
+            if (g->cache[i]) {
+                free(g->cache[i]->accept);
+                free(g->cache[i]->check);
+                free(g->cache[i]);
+                g->cache[i] = NULL;
+            }
+    for (int d = 0; g->walk && d <= g->walk_depth; d++) free(g->walk[d]);
+    free(g->walk);
+    free(g->walk_n);
+    free(g->walk_cap);
+    free(g->acc);
+    g->walk = NULL;
+    g->walk_n = g->walk_cap = NULL;
+    g->acc = NULL;
+    g->walk_depth = 0;
+    g->cache_for = NULL;
+}
+
+static int bind_table(xi_grammar *g, const xi_token_table *t) {
+    if (g->cache_for == t) return 0;
+    drop_cache(g);
+    const size_t words = ((size_t)t->vocab + 63) / 64;
+    if (!g->cache) g->cache = calloc((size_t)g->n_elems + 1, sizeof *g->cache);
+    g->walk = calloc((size_t)t->max_len + 1, sizeof *g->walk);
+    g->walk_n = calloc((size_t)t->max_len + 1, sizeof *g->walk_n);
+    g->walk_cap = calloc((size_t)t->max_len + 1, sizeof *g->walk_cap);
+    g->acc = malloc(words * sizeof *g->acc);
+    g->walk_depth = t->max_len;
+    if (!g->cache || !g->walk || !g->walk_n || !g->walk_cap || !g->acc) {
+        drop_cache(g);
+        return -1;
+    }
+    g->cache_for = t;
+    return 0;
+}
+
+static int has_live(const uint32_t *v, int n) {
+    return n > 0 && v[n - 1] > 1;
+}
+
+static int has_ctx(const uint32_t *v, int n) {
+    for (int i = 0; i < n && v[i] <= 1; i++)
+        if (v[i] == 1) return 1;
+    return 0;
+}
+
+/* Sort every token into accepted / rejected / check from the frame (pos, unknown context). */
+static xg_cache_entry *build_entry(xi_grammar *g, const xi_token_table *t, uint32_t pos) {
+    xg_cache_entry *c = calloc(1, sizeof *c);
+    const size_t words = ((size_t)t->vocab + 63) / 64;
+    if (!c || !(c->accept = calloc(words, sizeof *c->accept))) {
+        free(c);
+        return NULL;
+    }
+    int cap_check = 0;
+    const uint32_t top = xg_intern(g, pos, 1);
+    if (top == XG_FAIL) return c;
+    if (!g->walk_cap[0]) {
+        if (!(g->walk[0] = malloc(sizeof *g->walk[0]))) goto oom;
+        g->walk_cap[0] = 1;
+    }
+    g->walk[0][0] = top;
+    g->walk_n[0] = 1;
+    uint8_t ctx_seen[4096];  /* ctx_seen[d]: some path reached the rule's end within d bytes */
+    uint8_t *ctx = t->max_len < (int)sizeof ctx_seen ? ctx_seen : malloc((size_t)t->max_len + 1);
+    if (!ctx) goto oom;
+    ctx[0] = 0;
+    int valid = 0;          /* walk[0..valid] hold the previous token's prefix states */
+    int dead_at = 1 << 30;  /* depth where the previous walk ran out of live stacks */
+    for (int i = 0; i < t->n_order; i++) {
+        const int32_t tok = t->order[i];
+        const char *b = t->bytes + t->off[tok];
+        const int len = (int)(t->off[tok + 1] - t->off[tok]);
+        int d = i ? t->lcp[i] : 0;
+        int verdict; /* 1 accept, 2 check, 0 reject */
+        if (d >= dead_at) {
+            verdict = ctx[dead_at] ? 2 : 0;
+        } else {
+            if (d > valid) d = valid;
+            dead_at = 1 << 30;
+            while (d < len) {
+                const int n = xg_step(g, g->walk[d], g->walk_n[d], (uint8_t)b[d], &g->walk[d + 1], &g->walk_cap[d + 1]);
+                if (n < 0) goto oom_ctx;
+                g->walk_n[d + 1] = n;
+                ctx[d + 1] = (uint8_t)(ctx[d] | has_ctx(g->walk[d + 1], n));
+                d++;
+                if (!has_live(g->walk[d], n)) {
+                    dead_at = d;
+                    break;
+                }
+            }
+            valid = d;
+            if (d == len && has_live(g->walk[d], g->walk_n[d])) verdict = 1;
+            else verdict = ctx[d] ? 2 : 0;
+        }
+        if (verdict == 1) c->accept[tok >> 6] |= 1ull << (tok & 63);
+        else if (verdict == 2) {
+            if (c->n_check == cap_check) {
+                cap_check = cap_check ? cap_check * 2 : 256;
+                int32_t *v = realloc(c->check, (size_t)cap_check * sizeof *v);
+                if (!v) goto oom_ctx;
+                c->check = v;
+            }
+            c->check[c->n_check++] = tok;
+        }
+    }
+    if (ctx != ctx_seen) free(ctx);
+    return c;
+oom_ctx:
+    if (ctx != ctx_seen) free(ctx);
+oom:
+    free(c->accept);
+    free(c->check);
+    free(c);
+    return NULL;
+}
+
+/* 1 when the token's bytes advance the stack id (to anything, completion included). */
+static int token_fits(xi_grammar *g, uint32_t id, const char *b, int len) {
+    const uint32_t *cur = &id;
+    int n = 1;
+    for (int k = 0; k < len; k++) {
+        n = xg_step(g, cur, n, (uint8_t)b[k], &g->sim[k & 1], &g->sim_cap[k & 1]);
+        if (n <= 0) return 0;
+        cur = g->sim[k & 1];
+    }
+    return 1;
+}
+
+int xi_grammar_mask(xi_grammar *g, const xi_grammar_state *s, const xi_token_table *t,
+                    uint8_t *allow) {
+    if (bind_table(g, t)) return -1;
+    const size_t words = ((size_t)t->vocab + 63) / 64;
+    uint64_t *acc = g->acc;
+    memset(acc, 0, words * sizeof *acc);
+    for (int k = 0; k < s->n; k++) {
+        const uint32_t id = s->ids[k];
+        if (id <= 1) continue;
+        const uint32_t pos = g->frames[id].pos;
+        if (!g->cache[pos] && !(g->cache[pos] = build_entry(g, t, pos))) return -1;
+        if (g->frames[id].depth > XI_GRAMMAR_MAX_DEPTH / 2) {
+            /* near the depth limit a token may push past it: try every one on the real stack */
+            for (int j = 0; j < t->n_order; j++) {
+                const int32_t tok = t->order[j];
+                if (!(acc[tok >> 6] >> (tok & 63) & 1) &&
+                    token_fits(g, id, t->bytes + t->off[tok], (int)(t->off[tok + 1] - t->off[tok])))
+                    acc[tok >> 6] |= 1ull << (tok & 63);
+            }
+            continue;
+        }
+        const xg_cache_entry *c = g->cache[pos];
+        for (size_t w = 0; w < words; w++) acc[w] |= c->accept[w];
+        for (int j = 0; j < c->n_check; j++) {
+            const int32_t tok = c->check[j];
+            if (acc[tok >> 6] >> (tok & 63) & 1) continue;
+            if (token_fits(g, id, t->bytes + t->off[tok], (int)(t->off[tok + 1] - t->off[tok])))
+                acc[tok >> 6] |= 1ull << (tok & 63);
+        }
+    }
+    int count = 0;
+    for (int i = 0; i < t->vocab; i++) {
+        allow[i] = (uint8_t)(acc[i >> 6] >> (i & 63) & 1);
+        count += allow[i];
+    }
+    return count;
+}
