@@ -114,6 +114,16 @@ typedef struct xi_logit_bias {
     float bias;
 } xi_logit_bias;
 
+/* What the output is held to (structured outputs); the values match sample/grammar.h. */
+typedef enum xi_guide_kind {
+    XI_GUIDE_NONE = 0,
+    XI_GUIDE_JSON_OBJECT,           /* any JSON object */
+    XI_GUIDE_JSON_SCHEMA,
+    XI_GUIDE_REGEX,
+    XI_GUIDE_CHOICE,
+    XI_GUIDE_GRAMMAR,               /* GBNF (llama.cpp's grammar format) */
+} xi_guide_kind;
+
 typedef struct xi_request_params {
     const char *prompt;             /* text, tokenized with add_special_tokens; or */
     const int32_t *prompt_ids;      /* ids used as given (when non-NULL) */
@@ -144,6 +154,11 @@ typedef struct xi_request_params {
     const char *cache_salt;         /* NULL or a salt separating prefix-cache namespaces */
     int json_object;                /* 1: the output is held to one JSON object (vLLM's
                                        response_format {"type": "json_object"}) */
+    xi_guide_kind guide;            /* structured output (json_object above is XI_GUIDE_JSON_OBJECT) */
+    const char *guide_src;          /* its source: a JSON Schema, a regex, a JSON array of
+                                       choices, or GBNF text */
+    const char *guide_param;        /* the request field named in guide errors (NULL:
+                                       "structured_outputs") */
     int return_logits_hash;         /* 1: each output carries a hash of the logits row its
                                        last token was sampled from (xinfer generate's stats) */
     int pooling;                    /* 1: an embedding request: the prompt is prefilled only

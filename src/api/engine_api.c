@@ -557,12 +557,24 @@ int64_t xi_engine_submit(xi_engine *e, const xi_request_params *p, xi_output_fn 
         return xi_errf(err, errlen, "prompt: missing (give prompt text or prompt_ids)");
     }
     xi_group *g = NULL;
+    xi_grammar *grammar = NULL;
     if (check_request(e, &q, n_prompt, err, errlen)) goto fail;
+    if (q.json_object && !q.guide) q.guide = XI_GUIDE_JSON_OBJECT;
+    if (q.guide) { /* compiled here, on the caller's thread: a bad schema is the caller's error */
+        const char *src = q.guide_src ? q.guide_src : "";
+        grammar = xi_grammar_compile((xi_grammar_kind)q.guide, src, strlen(src), err, errlen);
+        if (!grammar) {
+            xi_err_prefix(err, errlen, "%s", q.guide_param ? q.guide_param : "structured_outputs");
+            goto fail;
+        }
+    }
     g = xi_group_new(&q, ids, n_prompt);
     if (!g || xi_group_set_eos(g, e->eos, e->n_eos)) {
         xi_errf(err, errlen, "request: out of memory");
         goto fail;
     }
+    g->grammar = grammar;
+    grammar = NULL;
     free(owned);
     owned = NULL;
     g->fn = fn;
@@ -589,6 +601,7 @@ int64_t xi_engine_submit(xi_engine *e, const xi_request_params *p, xi_output_fn 
     return id;
 fail:
     free(owned);
+    xi_grammar_free(grammar);
     xi_group_free(g);
     return -1;
 }

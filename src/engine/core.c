@@ -46,10 +46,10 @@ xi_group *xi_group_new(const xi_request_params *p, const int32_t *prompt, int n_
     g->prompt_logprobs = p->prompt_logprobs;
     g->skip_special = p->skip_special_tokens;
     g->return_logits_hash = p->return_logits_hash;
-    g->json_object = p->json_object;
     g->pooling = p->pooling;
     g->normalize = p->normalize;
     g->dimensions = p->dimensions;
+    g->guide_json = p->json_object || p->guide == XI_GUIDE_JSON_OBJECT || p->guide == XI_GUIDE_JSON_SCHEMA;
     if (p->cache_salt && *p->cache_salt) ok = ok && (g->cache_salt = xi_strdup(p->cache_salt));
     if (p->n_stop > 0) {
         g->stop = calloc((size_t)p->n_stop, sizeof *g->stop);
@@ -96,6 +96,7 @@ void xi_group_free(xi_group *g) {
             xi_detok_free(&s->detok);
             xi_buf_free(&s->text);
             xi_request_free(&s->req);
+            xi_grammar_state_free(&s->gs);
         }
         free(g->seqs);
     }
@@ -108,6 +109,7 @@ void xi_group_free(xi_group *g) {
     free(g->cache_salt);
     free(g->plp);
     free(g->plp_top);
+    xi_grammar_free(g->grammar);
     free(g);
 }
 
@@ -379,7 +381,7 @@ void xi_core_add(xi_core *c, xi_group *g) {
     int m = 0;
     if (g->eos_token_id >= 0 && !g->ignore_eos) mask[m++] = g->eos_token_id;
     for (int i = 0; i < g->n_stop_ids; i++) mask[m++] = g->stop_ids[i];
-    if (g->json_object) { /* the guide's end tokens are the same list */
+    if (g->grammar) { /* the guide's end tokens are the same list */
         char err[128];
         g->end_ids = dup_array(mask, (size_t)m, sizeof *mask);
         g->n_end = m;
@@ -398,7 +400,6 @@ void xi_core_add(xi_core *c, xi_group *g) {
         xi_seq *s = &g->seqs[i];
         s->grp = g;
         s->index = i;
-        xi_json_fsm_init(&s->json);
         xi_sampling sp = g->sampling;
         sp.stop_ids = mask;
         sp.n_stop_ids = m;
@@ -416,6 +417,7 @@ void xi_core_add(xi_core *c, xi_group *g) {
         };
         ok = (s->sampler || g->pooling) && xi_request_init(&s->req, g->id, g->prompt, g->n_prompt, &lim,
                                            max_len, c->p.block_size, g->cache_salt, NULL, 0) == 0;
+        if (g->grammar && xi_grammar_state_init(g->grammar, &s->gs)) ok = 0;
         s->req.user = s;
         xi_detok_init(&s->detok, c->tok, g->skip_special);
         xi_detok_prime(&s->detok, g->prompt, g->n_prompt);
@@ -584,9 +586,10 @@ int xi_core_step(xi_core *c, char *err, size_t errlen) {
         xi_seq *s = o->reqs[i]->user;
         const float *row = c->logits + (size_t)c->sample_row[i] * c->vocab;
         const uint8_t *allow = NULL;
-        if (s->grp->json_object) {
+        if (s->grp->grammar) {
             const int more = xi_sampler_n_generated(s->sampler) < s->grp->min_tokens;
-            xi_guide_mask(&c->guide, &s->json, s->grp->end_ids, s->grp->n_end, more);
+            xi_guide_mask(&c->guide, s->grp->grammar, &s->gs, s->grp->end_ids, s->grp->n_end, more,
+                          s->grp->guide_json);
             allow = c->guide.allow;
         }
         int32_t tok = xi_sampler_sample_masked(s->sampler, row, allow, &c->scratch);
@@ -613,7 +616,7 @@ int xi_core_step(xi_core *c, char *err, size_t errlen) {
             continue;
         }
         xi_sampler_accept(s->sampler, c->sampled[i]);
-        if (s->grp->json_object) xi_guide_advance(&c->guide, &s->json, c->sampled[i]);
+        if (s->grp->grammar) xi_guide_advance(&c->guide, s->grp->grammar, &s->gs, c->sampled[i]);
         if (s->t_first_token == 0) {
             s->t_first_token = now;
             if (s->index == 0) c->prompt_tokens_total += s->grp->n_prompt;

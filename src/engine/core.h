@@ -45,9 +45,9 @@ typedef struct xi_seq {
     size_t text_sent;       /* bytes of text already emitted */
     int done;               /* its final output was emitted */
     const char *stop_reason; /* borrowed from grp->stop */
-    xi_json_fsm json;       /* the output so far, for a json_object group */
     const float *embedding; /* pooling: the vector its final event carries, else NULL */
     int n_embedding;
+    xi_grammar_state gs;    /* the output so far, for a guided group */
     double t_first_sched, t_first_token, t_last_token;
 } xi_seq;
 
@@ -72,9 +72,10 @@ struct xi_group {
     int n_stop;
     int include_stop_str;
     int logprobs, prompt_logprobs, skip_special, return_logits_hash;
-    int json_object;        /* output held to one JSON object (engine/guide) */
     int pooling, normalize; /* prefill only; the last row's hidden state is the output */
     int dimensions;         /* pooling: values kept (0: all) */
+    xi_grammar *grammar;    /* structured output (engine/guide), owned; NULL: none */
+    int guide_json;         /* the grammar is JSON: whitespace may pad a complete text */
     int32_t *end_ids;       /* [n_end]: EOS then the stop ids, the tokens that end it */
     int n_end;
     char *cache_salt;       /* owned or NULL */
@@ -88,7 +89,8 @@ struct xi_group {
 };
 
 /* Allocate a group with copies of prompt and params (fn, user, id filled by the caller).
- * The params must be validated and defaulted already. NULL on OOM. */
+ * The params must be validated and defaulted already; a guided request's grammar is
+ * compiled by the caller and set afterwards (g->grammar). NULL on OOM. */
 xi_group *xi_group_new(const xi_request_params *p, const int32_t *prompt, int n_prompt);
 void xi_group_free(xi_group *g);
 /* eos[0] becomes the request's EOS; the others stop like stop ids (unless ignore_eos), as
@@ -104,7 +106,7 @@ typedef struct xi_core {
     xi_kv_manager km;
     xi_scheduler sched;
     xi_sample_scratch scratch;
-    xi_guide_vocab guide;   /* token bytes and the mask, built by the first json_object group */
+    xi_guide_vocab guide;   /* token bytes and the mask, built by the first guided group */
     xi_rng rng;
     xi_group *live;         /* groups added and not yet done */
     int n_live;

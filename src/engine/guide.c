@@ -1,4 +1,4 @@
-/* engine/guide: the JSON-object mask (see guide.h). */
+/* engine/guide: the structured-output mask (see guide.h). */
 #include "engine/guide.h"
 
 #include <stdlib.h>
@@ -24,14 +24,16 @@ int xi_guide_vocab_init(xi_guide_vocab *g, const xi_tokenizer *tok, int vocab, c
     g->off[vocab] = (uint32_t)all.len;
     g->bytes = all.data;
     g->vocab = vocab;
+    if (xi_token_table_init(&g->table, vocab, g->off, g->bytes, g->usable)) goto oom;
     return 0;
 oom:
-    free(all.data);
+    if (!g->bytes) free(all.data);
     xi_guide_vocab_free(g);
-    return xi_errf(err, errlen, "response_format: out of memory for the token table");
+    return xi_errf(err, errlen, "structured output: out of memory for the token table");
 }
 
 void xi_guide_vocab_free(xi_guide_vocab *g) {
+    xi_token_table_free(&g->table);
     free(g->off);
     free(g->bytes);
     free(g->usable);
@@ -45,27 +47,23 @@ static int only_space(const char *s, size_t n) {
     return n > 0;
 }
 
-int xi_guide_mask(xi_guide_vocab *g, const xi_json_fsm *f, const int32_t *end, int n_end,
-                  int want_more) {
-    const int done = xi_json_fsm_done(f);
-    /* after the object, whitespace only while the end is held back or there is none
-     * (ignore_eos), so the sequence always has a token to draw */
-    const int pad = want_more || !n_end;
+int xi_guide_mask(xi_guide_vocab *g, xi_grammar *gr, const xi_grammar_state *s,
+                  const int32_t *end, int n_end, int want_more, int pad_ws) {
+    const int done = xi_grammar_done(s), more = xi_grammar_can_continue(s);
     int n = 0;
-    for (int i = 0; i < g->vocab; i++) {
-        int ok = 0;
-        if (g->usable[i]) {
-            const char *b = g->bytes + g->off[i];
-            const size_t len = g->off[i + 1] - g->off[i];
-            if (done) {
-                ok = pad && only_space(b, len);
-            } else {
-                xi_json_fsm t = *f;
-                ok = xi_json_fsm_feed(&t, b, len) == 0;
+    if (more) n = xi_grammar_mask(gr, s, &g->table, g->allow);
+    if (n <= 0) {
+        memset(g->allow, 0, (size_t)g->vocab);
+        n = 0;
+    }
+    if (done && !more && pad_ws && (want_more || !n_end)) {
+        /* after a complete JSON text, whitespace while the end is held back or there is none
+         * (ignore_eos), so the sequence always has a token to draw */
+        for (int i = 0; i < g->vocab; i++)
+            if (g->usable[i] && only_space(g->bytes + g->off[i], g->off[i + 1] - g->off[i])) {
+                g->allow[i] = 1;
+                n++;
             }
-        }
-        g->allow[i] = (uint8_t)ok;
-        n += ok;
     }
     for (int k = 0; k < n_end; k++)
         if (end[k] >= 0 && end[k] < g->vocab && (done || !n) && !g->allow[end[k]]) {
@@ -75,7 +73,7 @@ int xi_guide_mask(xi_guide_vocab *g, const xi_json_fsm *f, const int32_t *end, i
     return n;
 }
 
-void xi_guide_advance(const xi_guide_vocab *g, xi_json_fsm *f, int32_t token) {
+void xi_guide_advance(const xi_guide_vocab *g, xi_grammar *gr, xi_grammar_state *s, int32_t token) {
     if (token < 0 || token >= g->vocab || !g->usable[token]) return;
-    xi_json_fsm_feed(f, g->bytes + g->off[token], g->off[token + 1] - g->off[token]);
+    xi_grammar_feed(gr, s, g->bytes + g->off[token], g->off[token + 1] - g->off[token]);
 }

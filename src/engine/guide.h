@@ -1,19 +1,20 @@
-/* engine/guide: output held to one JSON object (response_format {"type": "json_object"}).
+/* engine/guide: structured outputs — the output held to a grammar (sample/grammar: JSON
+ * Schema, regex, choice, GBNF, any JSON object).
  *
  * Before each draw of a guided sequence the engine builds a mask over the vocabulary: a token
  * is allowed when its bytes (xi_token_bytes, exact for byte-level BPE and SentencePiece alike)
- * keep the sequence's JSON state a prefix of an object (sample/json_fsm). The end tokens (EOS
- * and the stop ids) are allowed only once the object has closed, and then only they are
- * (whitespace instead while min_tokens holds the end back or ignore_eos leaves none).
- * Special tokens are never allowed otherwise. The mask depends on the sequence's own output alone, so batching cannot change
- * it. Engine thread only. */
+ * keep the sequence's grammar state a prefix of the language. The end tokens (EOS and the stop
+ * ids) are allowed once the text is complete, and only they when nothing may follow (JSON
+ * kinds pad with whitespace instead while min_tokens holds the end back or ignore_eos leaves
+ * none). Special tokens are never allowed otherwise. The mask depends on the sequence's own
+ * output alone, so batching cannot change it. Engine thread only. */
 #ifndef XI_GUIDE_H
 #define XI_GUIDE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sample/json_fsm.h"
+#include "sample/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 /* Every token's bytes, built once, the first time a guided request arrives. */
@@ -23,6 +24,7 @@ typedef struct xi_guide_vocab {
     char *bytes;
     uint8_t *usable;        /* [vocab]: a normal token with bytes */
     uint8_t *allow;         /* [vocab]: the last mask built */
+    xi_token_table table;   /* the same tokens sorted for the grammar mask */
 } xi_guide_vocab;
 
 /* Build the table for a model vocab of `vocab` rows (ids past the tokenizer's are unusable).
@@ -31,12 +33,14 @@ int xi_guide_vocab_init(xi_guide_vocab *g, const xi_tokenizer *tok, int vocab, c
                         size_t errlen);
 void xi_guide_vocab_free(xi_guide_vocab *g);
 
-/* The mask (g->allow) for a sequence in state f. end [n_end] are its end tokens; want_more
- * says min_tokens still holds them back. Returns the number of tokens allowed; when nothing
- * could continue, the end tokens are allowed so the sequence stops. */
-int xi_guide_mask(xi_guide_vocab *g, const xi_json_fsm *f, const int32_t *end, int n_end,
-                  int want_more);
-/* Advance f by a drawn token (end tokens and special tokens leave it as it is). */
-void xi_guide_advance(const xi_guide_vocab *g, xi_json_fsm *f, int32_t token);
+/* The mask (g->allow) for a sequence in state s of grammar gr. end [n_end] are its end
+ * tokens; want_more says min_tokens still holds them back; pad_ws lets whitespace follow a
+ * complete text (JSON). Returns the number of tokens allowed; when nothing could continue,
+ * the end tokens are allowed so the sequence stops. */
+int xi_guide_mask(xi_guide_vocab *g, xi_grammar *gr, const xi_grammar_state *s,
+                  const int32_t *end, int n_end, int want_more, int pad_ws);
+/* Advance s by a drawn token (end tokens, special tokens and bytes the grammar refuses leave
+ * it as it is). */
+void xi_guide_advance(const xi_guide_vocab *g, xi_grammar *gr, xi_grammar_state *s, int32_t token);
 
 #endif
