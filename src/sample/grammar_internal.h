@@ -110,9 +110,21 @@ struct xi_grammar {
     uint32_t **walk;    /* [max_len + 1] per-depth state sets of the mask walk */
     int *walk_n, *walk_cap;
     int walk_depth;
+    /* memo of steps: (stack id, byte) -> the stack ids it leads to, in memo_ids */
+    uint64_t *memo_key; /* [memo_cap] id << 8 | byte, plus 1 (0: empty slot) */
+    uint32_t *memo_off, *memo_n;
+    int memo_cap, memo_used;
+    uint32_t *memo_ids;
+    size_t n_memo_ids, cap_memo_ids;
+    uint32_t *one;      /* scratch: one id's closure */
+    int cap_one;
+    /* per stack id: its check tokens that the full stack accepts (a context's answer) */
+    uint32_t *res_key;  /* [res_cap] stack ids, 0 empty */
+    int32_t **res_list; /* [res_cap] the accepted tokens, owned */
+    int *res_n;
+    int res_cap, res_used;
+    int32_t *res_buf;   /* scratch: [vocab] */
     uint64_t *acc;      /* [words] the mask being built */
-    uint32_t *sim[2];   /* scratch sets for checking one token */
-    int sim_cap[2];
 };
 
 /* Advance the id set in[n_in] by byte c into out (sorted, unique). Returns the count or -1. */

@@ -75,6 +75,16 @@ static void drop_cache(xi_grammar *g) {
     free(g->walk_n);
     free(g->walk_cap);
     free(g->acc);
+    for (int i = 0; i < g->res_cap; i++) free(g->res_list[i]);
+    free(g->res_key);
+    free(g->res_list);
+    free(g->res_n);
+    free(g->res_buf);
+    g->res_key = NULL;
+    g->res_list = NULL;
+    g->res_n = NULL;
+    g->res_buf = NULL;
+    g->res_cap = g->res_used = 0;
     g->walk = NULL;
     g->walk_n = g->walk_cap = NULL;
     g->acc = NULL;
@@ -92,7 +102,8 @@ static int bind_table(xi_grammar *g, const xi_token_table *t) {
     g->walk_cap = calloc((size_t)t->max_len + 1, sizeof *g->walk_cap);
     g->acc = malloc(words * sizeof *g->acc);
     g->walk_depth = t->max_len;
-    if (!g->cache || !g->walk || !g->walk_n || !g->walk_cap || !g->acc) {
+    if (g->walk && (g->walk[0] = malloc(sizeof *g->walk[0]))) g->walk_cap[0] = 1;
+    if (!g->cache || !g->walk_cap[0] || !g->walk || !g->walk_n || !g->walk_cap || !g->acc) {
         drop_cache(g);
         return -1;
     }
@@ -121,10 +132,6 @@ static xg_cache_entry *build_entry(xi_grammar *g, const xi_token_table *t, uint3
     int cap_check = 0;
     const uint32_t top = xg_intern(g, pos, 1);
     if (top == XG_FAIL) return c;
-    if (!g->walk_cap[0]) {
-        if (!(g->walk[0] = malloc(sizeof *g->walk[0]))) goto oom;
-        g->walk_cap[0] = 1;
-    }
     g->walk[0][0] = top;
     g->walk_n[0] = 1;
     uint8_t ctx_seen[4096];  /* ctx_seen[d]: some path reached the rule's end within d bytes */
@@ -181,16 +188,93 @@ oom:
     return NULL;
 }
 
-/* 1 when the token's bytes advance the stack id (to anything, completion included). */
-static int token_fits(xi_grammar *g, uint32_t id, const char *b, int len) {
-    const uint32_t *cur = &id;
-    int n = 1;
-    for (int k = 0; k < len; k++) {
-        n = xg_step(g, cur, n, (uint8_t)b[k], &g->sim[k & 1], &g->sim_cap[k & 1]);
-        if (n <= 0) return 0;
-        cur = g->sim[k & 1];
+/* The tokens of list[n] (in byte order) whose bytes advance the stack id, by the same
+ * shared-prefix walk as the cache, into out. Returns the count or -1 on OOM. */
+static int walk_from(xi_grammar *g, const xi_token_table *t, uint32_t id, const int32_t *list, int n,
+                     int32_t *out) {
+    g->walk[0][0] = id;
+    g->walk_n[0] = 1;
+    int valid = 0, dead_at = 1 << 30, count = 0;
+    const char *pb = NULL;
+    int plen = 0;
+    for (int j = 0; j < n; j++) {
+        const int32_t tok = list[j];
+        const char *b = t->bytes + t->off[tok];
+        const int len = (int)(t->off[tok + 1] - t->off[tok]);
+        int l = 0;
+        while (l < len && l < plen && b[l] == pb[l]) l++;
+        pb = b;
+        plen = len;
+        if (l >= dead_at) continue;
+        int d = l < valid ? l : valid;
+        dead_at = 1 << 30;
+        while (d < len) {
+            const int k = xg_step(g, g->walk[d], g->walk_n[d], (uint8_t)b[d], &g->walk[d + 1], &g->walk_cap[d + 1]);
+            if (k < 0) return -1;
+            g->walk_n[++d] = k;
+            if (!k) {
+                dead_at = d;
+                break;
+            }
+        }
+        valid = d;
+        if (d == len && g->walk_n[d] > 0) out[count++] = tok;
     }
-    return 1;
+    return count;
+}
+
+static int res_grow(xi_grammar *g) {
+    const int cap = g->res_cap ? g->res_cap * 2 : 1024;
+    uint32_t *key = calloc((size_t)cap, sizeof *key);
+    int32_t **list = calloc((size_t)cap, sizeof *list);
+    int *n = calloc((size_t)cap, sizeof *n);
+    if (!key || !list || !n) {
+        free(key);
+        free(list);
+        free(n);
+        return -1;
+    }
+    for (int i = 0; i < g->res_cap; i++) {
+        if (!g->res_key[i]) continue;
+        uint32_t h = (g->res_key[i] * 0x9e3779b1u) & (uint32_t)(cap - 1);
+        while (key[h]) h = (h + 1) & (uint32_t)(cap - 1);
+        key[h] = g->res_key[i];
+        list[h] = g->res_list[i];
+        n[h] = g->res_n[i];
+    }
+    free(g->res_key);
+    free(g->res_list);
+    free(g->res_n);
+    g->res_key = key;
+    g->res_list = list;
+    g->res_n = n;
+    g->res_cap = cap;
+    return 0;
+}
+
+/* The check tokens of entry c that the stack id accepts, resolved once per stack id (a stack
+ * is its whole context, so the answer never changes). NULL on OOM. */
+static const int32_t *resolved(xi_grammar *g, const xi_token_table *t, uint32_t id, const xg_cache_entry *c, int *n) {
+    if (2 * (g->res_used + 1) > g->res_cap && res_grow(g)) return NULL;
+    const uint32_t mask = (uint32_t)g->res_cap - 1;
+    uint32_t h = (id * 0x9e3779b1u) & mask;
+    for (; g->res_key[h]; h = (h + 1) & mask)
+        if (g->res_key[h] == id) {
+            *n = g->res_n[h];
+            return g->res_list[h] ? g->res_list[h] : (const int32_t *)g->res_key;
+        }
+    if (!g->res_buf && !(g->res_buf = malloc((size_t)t->vocab * sizeof *g->res_buf))) return NULL;
+    const int k = walk_from(g, t, id, c ? c->check : t->order, c ? c->n_check : t->n_order, g->res_buf);
+    if (k < 0) return NULL;
+    int32_t *list = NULL;
+    if (k && !(list = malloc((size_t)k * sizeof *list))) return NULL;
+    if (k) memcpy(list, g->res_buf, (size_t)k * sizeof *list);
+    g->res_key[h] = id;
+    g->res_list[h] = list;
+    g->res_n[h] = k;
+    g->res_used++;
+    *n = k;
+    return list ? list : (const int32_t *)g->res_key;
 }
 
 int xi_grammar_mask(xi_grammar *g, const xi_grammar_state *s, const xi_token_table *t,
@@ -204,24 +288,15 @@ int xi_grammar_mask(xi_grammar *g, const xi_grammar_state *s, const xi_token_tab
         if (id <= 1) continue;
         const uint32_t pos = g->frames[id].pos;
         if (!g->cache[pos] && !(g->cache[pos] = build_entry(g, t, pos))) return -1;
-        if (g->frames[id].depth > XI_GRAMMAR_MAX_DEPTH / 2) {
-            /* near the depth limit a token may push past it: try every one on the real stack */
-            for (int j = 0; j < t->n_order; j++) {
-                const int32_t tok = t->order[j];
-                if (!(acc[tok >> 6] >> (tok & 63) & 1) &&
-                    token_fits(g, id, t->bytes + t->off[tok], (int)(t->off[tok + 1] - t->off[tok])))
-                    acc[tok >> 6] |= 1ull << (tok & 63);
-            }
-            continue;
-        }
-        const xg_cache_entry *c = g->cache[pos];
-        for (size_t w = 0; w < words; w++) acc[w] |= c->accept[w];
-        for (int j = 0; j < c->n_check; j++) {
-            const int32_t tok = c->check[j];
-            if (acc[tok >> 6] >> (tok & 63) & 1) continue;
-            if (token_fits(g, id, t->bytes + t->off[tok], (int)(t->off[tok + 1] - t->off[tok])))
-                acc[tok >> 6] |= 1ull << (tok & 63);
-        }
+        /* near the depth limit a token may push past it: every token is tried on the real
+         * stack (c NULL), not only the check ones */
+        const xg_cache_entry *c = g->frames[id].depth > XI_GRAMMAR_MAX_DEPTH / 2 ? NULL : g->cache[pos];
+        if (c)
+            for (size_t w = 0; w < words; w++) acc[w] |= c->accept[w];
+        int n_ok = 0;
+        const int32_t *ok = c && !c->n_check ? NULL : resolved(g, t, id, c, &n_ok);
+        if ((!c || c->n_check) && !ok) return -1;
+        for (int j = 0; j < n_ok; j++) acc[ok[j] >> 6] |= 1ull << (ok[j] & 63);
     }
     int count = 0;
     for (int i = 0; i < t->vocab; i++) {
