@@ -31,7 +31,7 @@ fi
 echo "== fuzz: library with $CC (libFuzzer instrumentation, ASan, UBSan)"
 # CFLAGS from the environment: the Makefile appends its own flags (and SAN=1's) to it.
 CFLAGS="-fsanitize=fuzzer-no-link" make -s -j"$JOBS" CC="$CC" SAN=1 OPT=-O1 BUILD=$BUILD \
-    $BUILD/libxinfer.a $BUILD/src/server/oai.o $BUILD/src/server/tool_parse.o $BUILD/src/server/reasoning.o
+    $BUILD/libxinfer.a $BUILD/src/server/oai.o $BUILD/src/server/structured.o $BUILD/src/server/tool_parse.o $BUILD/src/server/reasoning.o
 
 PKGS="jansson libpcre2-8 libmicrohttpd libutf8proc libxxhash libcurl"
 HFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -pthread -Iinclude -Isrc
@@ -48,7 +48,7 @@ echo "== fuzz: harnesses"
 mkdir -p $BUILD/fuzz
 build_one() {
     # shellcheck disable=SC2086
-    $CC $HFLAGS -o $BUILD/fuzz/$1 tests/fuzz/$1.c $BUILD/src/server/oai.o $BUILD/src/server/tool_parse.o $BUILD/src/server/reasoning.o $BUILD/libxinfer.a $LIBS
+    $CC $HFLAGS -o $BUILD/fuzz/$1 tests/fuzz/$1.c $BUILD/src/server/oai.o $BUILD/src/server/structured.o $BUILD/src/server/tool_parse.o $BUILD/src/server/reasoning.o $BUILD/libxinfer.a $LIBS
 }
 export -f build_one
 export CC HFLAGS LIBS BUILD

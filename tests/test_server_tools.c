@@ -162,10 +162,20 @@ TEST(test_tools_tool_choice_rules) {
     CHECK(parse(&r, "{" MSG "," TOOLS "}", &e) == 0);
     CHECK_EQ(r.tool_choice, XI_TOOL_CHOICE_UNSET);
     xi_oai_request_free(&r);
+    /* "required" and a named function hold the answer to the tools' schemas */
+    CHECKF(parse(&r, "{" MSG "," TOOLS ",\"tool_choice\":\"required\"}", &e) == 0, "%s", e.message);
+    CHECK_EQ(r.tool_choice, XI_TOOL_CHOICE_REQUIRED);
+    CHECK_EQ(r.params.guide, XI_GUIDE_JSON_SCHEMA);
+    CHECKF(strstr(r.params.guide_src, "\"enum\":[\"f\"]"), "%s", r.params.guide_src);
+    xi_oai_request_free(&r);
+    CHECK(parse(&r, "{" MSG "," TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", &e) == 0);
+    CHECK_EQ(r.tool_choice, XI_TOOL_CHOICE_NAMED);
+    CHECK_STR(r.forced_tool, "f");
+    xi_oai_request_free(&r);
     static const char *const bad[] = {
         "{" MSG ",\"tool_choice\":\"auto\"}",                     /* no tools */
-        "{" MSG "," TOOLS ",\"tool_choice\":\"required\"}",        /* needs structured outputs */
-        "{" MSG "," TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}",
+        "{" MSG "," TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+        "{" MSG "," TOOLS ",\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}}",
         "{" MSG "," TOOLS ",\"tool_choice\":\"sometimes\"}",
         "{" MSG "," TOOLS ",\"tool_choice\":7}",
     };

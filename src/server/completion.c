@@ -16,6 +16,7 @@
 
 #include "server/server_internal.h"
 #include "server/reasoning.h"
+#include "server/structured.h"
 #include "server/tool_parse.h"
 
 typedef struct lp_copy {
@@ -437,6 +438,37 @@ static void add_call_ids(xi_job *j, json_t *calls) {
     }
 }
 
+/* The tool calls in a choice's content: forced ones (tool_choice "required" or a named
+ * function, server/structured) or the --tool-call-parser's. */
+static json_t *job_tool_calls(xi_job *j, const char *text, size_t len, size_t *content_len) {
+    if (j->req.tool_choice < XI_TOOL_CHOICE_REQUIRED)
+        return xi_tool_calls_parse(j->s->cfg.tool_parser, text, len, content_len);
+    json_t *calls = xi_structured_tool_calls(&j->req, text, len);
+    if (calls) *content_len = 0;
+    return calls;
+}
+
+/* Streaming: forced calls go out whole at the end (the text is held back until then). */
+static json_t *job_tool_stream(xi_job *j, const char *text, size_t len, size_t *sent, int final, size_t *n) {
+    if (j->req.tool_choice < XI_TOOL_CHOICE_REQUIRED)
+        return xi_tool_stream_step(j->s->cfg.tool_parser, text, len, sent, final, n);
+    *n = 0;
+    if (!final) return NULL;
+    size_t content_len = len;
+    json_t *calls = job_tool_calls(j, text, len, &content_len);
+    if (!calls) {
+        *n = len - *sent;
+        *sent = len;
+    }
+    return calls;
+}
+
+/* finish_reason "tool_calls" for parsed and required calls; a named function keeps the
+ * engine's reason, as in vLLM */
+static int calls_finish(const xi_job *j, const json_t *calls) {
+    return calls && j->req.tool_choice != XI_TOOL_CHOICE_NAMED;
+}
+
 /* Apply one event to its choice; when streaming, write its chunk. */
 static void consume(xi_job *j, job_event *ev) {
     job_choice *c = &j->choices[ev->choice];
@@ -517,7 +549,7 @@ static void consume(xi_job *j, job_event *ev) {
         }
         dtext = t + cb + c->sent;
         if (j->tools) {
-            calls = xi_tool_stream_step(j->s->cfg.tool_parser, t + cb, c->text_len - cb, &c->sent, final, &dlen);
+            calls = job_tool_stream(j, t + cb, c->text_len - cb, &c->sent, final, &dlen);
             add_call_ids(j, calls);
         } else {
             dlen = c->text_len - cb - c->sent;
@@ -530,7 +562,7 @@ static void consume(xi_job *j, job_event *ev) {
         return;
     }
     json_t *ch;
-    json_t *finish = calls ? json_string("tool_calls")
+    json_t *finish = calls_finish(j, calls) ? json_string("tool_calls")
                      : ev->finish != XI_FINISH_NONE ? json_string(finish_name(ev->finish)) : json_null();
     if (j->req.chat) {
         json_t *delta = json_object();
@@ -654,13 +686,13 @@ static enum MHD_Result answer_body(xi_job *j) {
         const char *ctext = all + sp.c_begin;
         size_t content_len = c->text_len - sp.c_begin;
         json_t *calls = j->tools && c->finish != XI_FINISH_ERROR
-                            ? xi_tool_calls_parse(j->s->cfg.tool_parser, ctext, content_len, &content_len) : NULL;
+                            ? job_tool_calls(j, ctext, content_len, &content_len) : NULL;
         add_call_ids(j, calls);
         /* empty content next to tool calls or reasoning is null, as in OpenAI's and vLLM's answers */
         json_t *text = (calls || sp.has_reasoning) && !content_len ? json_null()
                                                                    : xi_srv_json_text(ctext, content_len);
         json_t *lp = c->lp ? json_incref(c->lp) : json_null();
-        const char *finish = calls ? "tool_calls" : finish_name(c->finish);
+        const char *finish = calls_finish(j, calls) ? "tool_calls" : finish_name(c->finish);
         json_t *ch = j->req.chat
             ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant",
                         "content", text, "logprobs", lp, "finish_reason", finish)
@@ -835,7 +867,8 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
                     "--tool-call-parser to be set");
         goto fail;
     }
-    j->tools = chat && s->cfg.tool_parser && j->req.tools_json && j->req.tool_choice != XI_TOOL_CHOICE_NONE;
+    j->tools = chat && j->req.tools_json && j->req.tool_choice != XI_TOOL_CHOICE_NONE &&
+               (s->cfg.tool_parser || j->req.tool_choice >= XI_TOOL_CHOICE_REQUIRED);
     j->reasoning = chat ? s->cfg.reasoning_parser : NULL;
     if (prepare_prompts(j, &e) || submit_all(j, &e)) {
         xi_job_abort(j);

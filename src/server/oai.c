@@ -2,6 +2,7 @@
  * reference and vLLM's SamplingParams checks, so a request vLLM rejects is rejected here with
  * a 400 naming the same parameter. */
 #include "server/oai.h"
+#include "server/structured.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -293,7 +294,7 @@ static int parse_tools(json_t *body, char **out, xi_oai_error *e) {
 }
 
 /* tool_choice as vLLM checks it: any choice but "none" needs tools; "required" and a named
- * function constrain decoding to the tools' schemas, which needs structured outputs. */
+ * function constrain decoding to the tools' schemas (server/structured). */
 static int parse_tool_choice(xi_oai_request *r, json_t *body, xi_oai_error *e) {
     json_t *c = field(body, "tool_choice");
     if (!c) return 0;
@@ -307,10 +308,7 @@ static int parse_tool_choice(xi_oai_request *r, json_t *body, xi_oai_error *e) {
         r->tool_choice = XI_TOOL_CHOICE_AUTO;
         return 0;
     }
-    if ((v && !strcmp(v, "required")) || json_is_object(c))
-        return xi_oai_fail(e, 400, "tool_choice",
-                           "tool_choice \"required\" and named functions need structured outputs, "
-                           "which xinfer does not have yet; use \"auto\" with --enable-auto-tool-choice");
+    if ((v && !strcmp(v, "required")) || json_is_object(c)) return xi_structured_tool_choice(r, c, e);
     return xi_oai_fail(e, 400, "tool_choice", "`tool_choice` must be \"none\", \"auto\", \"required\" or a named function");
 }
 
@@ -453,17 +451,7 @@ static int parse_sampling(xi_oai_request *r, json_t *body, xi_oai_error *e) {
     p->cache_salt = r->cache_salt;
     if (parse_stop(r, body, e) || parse_logit_bias(r, body, e)) return -1;
 
-    json_t *rf = field(body, "response_format");
-    if (rf) {
-        json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
-        if (!json_is_string(t)) return xi_oai_fail(e, 400, "response_format", "'response_format' must be {\"type\": ...}");
-        const char *type = json_string_value(t);
-        if (!strcmp(type, "json_object")) p->json_object = 1; /* engine/guide holds the output to one object */
-        else if (strcmp(type, "text"))
-            return xi_oai_fail(e, 400, "response_format",
-                               "response_format type '%s' is not supported yet (\"text\" and \"json_object\" are)", type);
-    }
-    return 0;
+    return xi_structured_parse(r, body, e);
 }
 
 static int parse_logprobs(xi_oai_request *r, json_t *body, xi_oai_error *e) {
@@ -557,6 +545,8 @@ void xi_oai_request_free(xi_oai_request *r) {
     free(r->stop_token_ids);
     free(r->logit_bias);
     free(r->cache_salt);
+    free(r->guide_src);
+    free(r->forced_tool);
     memset(r, 0, sizeof *r);
 }
 

@@ -37,8 +37,9 @@ typedef struct xi_oai_prompt {
     int n_ids;
 } xi_oai_prompt;
 
-/* "required" and named functions need structured outputs and are refused. */
-enum { XI_TOOL_CHOICE_UNSET, XI_TOOL_CHOICE_NONE, XI_TOOL_CHOICE_AUTO };
+/* "required" and a named function hold the answer to the tools' schemas (server/structured). */
+enum { XI_TOOL_CHOICE_UNSET, XI_TOOL_CHOICE_NONE, XI_TOOL_CHOICE_AUTO, XI_TOOL_CHOICE_REQUIRED,
+       XI_TOOL_CHOICE_NAMED };
 
 typedef struct xi_oai_request {
     int chat;                       /* 1: /v1/chat/completions, 0: /v1/completions */
@@ -52,7 +53,8 @@ typedef struct xi_oai_request {
     /* chat */
     char *messages_json;            /* normalized messages array (owned) */
     char *tools_json;               /* tools array (owned) or NULL */
-    int tool_choice;                /* XI_TOOL_CHOICE_*: absent, "none" or "auto" */
+    int tool_choice;                /* XI_TOOL_CHOICE_* */
+    char *forced_tool;              /* the named function of tool_choice (owned) or NULL */
     int add_generation_prompt, continue_final_message;
     /* completions */
     xi_oai_prompt *prompts;         /* [n_prompts] owned */
@@ -63,6 +65,7 @@ typedef struct xi_oai_request {
     int32_t *stop_token_ids;        /* [n] owned */
     xi_logit_bias *logit_bias;      /* [n] owned */
     char *cache_salt;
+    char *guide_src;                /* structured output's source (owned; params.guide_src) */
 } xi_oai_request;
 
 /* Parse a request body (len bytes, not NUL-terminated). Returns 0, or -1 with e filled
