@@ -51,6 +51,8 @@ xi_group *xi_group_new(const xi_request_params *p, const int32_t *prompt, int n_
     g->dimensions = p->dimensions;
     g->guide_json = p->json_object || p->guide == XI_GUIDE_JSON_OBJECT || p->guide == XI_GUIDE_JSON_SCHEMA;
     if (p->cache_salt && *p->cache_salt) ok = ok && (g->cache_salt = xi_strdup(p->cache_salt));
+    g->guide_kind = p->guide ? (int)p->guide : p->json_object ? XI_GUIDE_JSON_OBJECT : 0;
+    if (g->guide_kind) ok = ok && (g->guide_src = xi_strdup(p->guide_src ? p->guide_src : ""));
     if (p->n_stop > 0) {
         g->stop = calloc((size_t)p->n_stop, sizeof *g->stop);
         ok = ok && g->stop;
@@ -109,7 +111,9 @@ void xi_group_free(xi_group *g) {
     free(g->cache_salt);
     free(g->plp);
     free(g->plp_top);
-    xi_grammar_free(g->grammar);
+    if (g->grammar_ref) (*g->grammar_ref)--;
+    else xi_grammar_free(g->grammar);
+    free(g->guide_src);
     free(g);
 }
 
@@ -327,6 +331,7 @@ void xi_core_free(xi_core *c) {
     xi_sched_free(&c->sched);
     xi_kv_manager_free(&c->km);
     xi_sample_scratch_free(&c->scratch);
+    xi_guide_cache_free(&c->grammars);
     xi_guide_vocab_free(&c->guide);
     free(c->tokens);
     free(c->positions);
@@ -391,6 +396,7 @@ void xi_core_add(xi_core *c, xi_group *g) {
             fail_group(g);
             return;
         }
+        g->grammar = xi_guide_cache_share(&c->grammars, g->grammar, g->guide_kind, g->guide_src, &g->grammar_ref);
     }
     /* a pooling prompt may fill max_model_len; its one spare slot is never used */
     int max_len = g->pooling ? g->n_prompt + 1

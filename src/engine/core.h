@@ -74,7 +74,11 @@ struct xi_group {
     int logprobs, prompt_logprobs, skip_special, return_logits_hash;
     int pooling, normalize; /* prefill only; the last row's hidden state is the output */
     int dimensions;         /* pooling: values kept (0: all) */
-    xi_grammar *grammar;    /* structured output (engine/guide), owned; NULL: none */
+    xi_grammar *grammar;    /* structured output (engine/guide); NULL: none. Owned until the
+                               engine shares it (grammar_ref set: the cache's counter) */
+    int *grammar_ref;
+    int guide_kind;
+    char *guide_src;        /* owned: the key of the shared grammar cache */
     int guide_json;         /* the grammar is JSON: whitespace may pad a complete text */
     int32_t *end_ids;       /* [n_end]: EOS then the stop ids, the tokens that end it */
     int n_end;
@@ -107,6 +111,7 @@ typedef struct xi_core {
     xi_scheduler sched;
     xi_sample_scratch scratch;
     xi_guide_vocab guide;   /* token bytes and the mask, built by the first guided group */
+    xi_guide_cache grammars; /* compiled grammars shared across requests */
     xi_rng rng;
     xi_group *live;         /* groups added and not yet done */
     int n_live;

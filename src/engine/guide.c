@@ -77,3 +77,37 @@ void xi_guide_advance(const xi_guide_vocab *g, xi_grammar *gr, xi_grammar_state 
     if (token < 0 || token >= g->vocab || !g->usable[token]) return;
     xi_grammar_feed(gr, s, g->bytes + g->off[token], g->off[token + 1] - g->off[token]);
 }
+
+xi_grammar *xi_guide_cache_share(xi_guide_cache *c, xi_grammar *fresh, int kind, const char *src, int **ref) {
+    *ref = NULL;
+    c->tick++;
+    for (int i = 0; i < c->n; i++)
+        if (c->e[i].kind == kind && !strcmp(c->e[i].src, src)) {
+            xi_grammar_free(fresh);
+            c->e[i].refs++;
+            c->e[i].used = c->tick;
+            *ref = &c->e[i].refs;
+            return c->e[i].g;
+        }
+    int slot = c->n < XI_GUIDE_CACHE ? c->n : -1;
+    if (slot < 0) /* full: the least recently used one nobody holds */
+        for (int i = 0; i < c->n; i++)
+            if (!c->e[i].refs && (slot < 0 || c->e[i].used < c->e[slot].used)) slot = i;
+    char *copy = slot >= 0 ? xi_strdup(src) : NULL;
+    if (!copy) return fresh;
+    if (slot < c->n) {
+        xi_grammar_free(c->e[slot].g);
+        free(c->e[slot].src);
+    } else c->n++;
+    c->e[slot] = (xi_guide_cached){kind, copy, fresh, 1, c->tick};
+    *ref = &c->e[slot].refs;
+    return fresh;
+}
+
+void xi_guide_cache_free(xi_guide_cache *c) {
+    for (int i = 0; i < c->n; i++) {
+        xi_grammar_free(c->e[i].g);
+        free(c->e[i].src);
+    }
+    memset(c, 0, sizeof *c);
+}

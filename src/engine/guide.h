@@ -39,6 +39,30 @@ void xi_guide_vocab_free(xi_guide_vocab *g);
  * the end tokens are allowed so the sequence stops. */
 int xi_guide_mask(xi_guide_vocab *g, xi_grammar *gr, const xi_grammar_state *s,
                   const int32_t *end, int n_end, int want_more, int pad_ws);
+/* Compiled grammars shared by requests that give the same source, so a schema's token-mask
+ * cache (sample/grammar_mask.c) outlives the request that built it: every request after the
+ * first with the same schema is masked warm. Least recently used entries nobody holds go
+ * first. */
+#define XI_GUIDE_CACHE 16
+typedef struct xi_guide_cached {
+    int kind;
+    char *src;              /* owned */
+    xi_grammar *g;          /* owned */
+    int refs;               /* groups holding it */
+    uint64_t used;
+} xi_guide_cached;
+typedef struct xi_guide_cache {
+    xi_guide_cached e[XI_GUIDE_CACHE];
+    int n;
+    uint64_t tick;
+} xi_guide_cache;
+
+/* The grammar for (kind, src): a cached twin of fresh (fresh is then freed) or fresh itself,
+ * now cached. *ref is the counter to decrement when done, or NULL when fresh could not be
+ * cached (the caller keeps owning it). */
+xi_grammar *xi_guide_cache_share(xi_guide_cache *c, xi_grammar *fresh, int kind, const char *src, int **ref);
+void xi_guide_cache_free(xi_guide_cache *c);
+
 /* Advance s by a drawn token (end tokens, special tokens and bytes the grammar refuses leave
  * it as it is). */
 void xi_guide_advance(const xi_guide_vocab *g, xi_grammar *gr, xi_grammar_state *s, int32_t token);
