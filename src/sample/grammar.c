@@ -65,13 +65,13 @@ static xi_grammar *flatten(xg_build *b, int root) {
         for (int a = 0; a < b->rules[r].n_alts; a++) {
             const xg_seq *s = &b->rules[r].alts[a];
             g->alt_start[k++] = (uint32_t)e;
-            memcpy(g->elems + e, s->e, (size_t)s->n * sizeof *s->e);
+            if (s->n) memcpy(g->elems + e, s->e, (size_t)s->n * sizeof *s->e);
             e += s->n;
             g->elems[e++] = XG_END;
         }
     }
     g->rule_alts[b->n_rules] = (uint32_t)k;
-    memcpy(g->sets, b->sets, (size_t)b->n_sets * sizeof *g->sets);
+    if (b->n_sets) memcpy(g->sets, b->sets, (size_t)b->n_sets * sizeof *g->sets);
     g->n_sets = b->n_sets;
     g->n_elems = n_elems;
     g->n_rules = b->n_rules;
@@ -286,7 +286,7 @@ static const uint32_t *step_one(xi_grammar *g, uint32_t id, uint8_t c, int *n) {
         g->memo_ids = v;
         g->cap_memo_ids = cap;
     }
-    memcpy(g->memo_ids + g->n_memo_ids, g->one, (size_t)s.n * sizeof *g->one);
+    if (s.n) memcpy(g->memo_ids + g->n_memo_ids, g->one, (size_t)s.n * sizeof *g->one);
     g->memo_key[h] = key;
     g->memo_off[h] = (uint32_t)g->n_memo_ids;
     g->memo_n[h] = (uint32_t)s.n;

@@ -285,7 +285,7 @@ int xg_cp_class(xg_build *b, const xg_cp_range *r, int n, int negate) {
         }
         if (next <= 0x10ffff) u[nu++] = (xg_cp_range){next, 0x10ffff};
     } else {
-        memcpy(u, v, (size_t)k * sizeof *u);
+        if (k) memcpy(u, v, (size_t)k * sizeof *u);
         nu = k;
     }
     int rule = xg_rule_new(b);

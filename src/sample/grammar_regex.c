@@ -107,7 +107,9 @@ static int64_t escape(rx *p, cls *c) {
     case 'r': return '\r';
     case 'f': return '\f';
     case 'v': return '\v';
-    case '0': return 0;
+    case '0': /* \0 alone; \012 would be octal in PCRE and Python */
+        if (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '7') return rx_fail(p, "octal escapes are not supported"), -1;
+        return 0;
     case 'x': case 'u': {
         int64_t v = hex_escape(p, e == 'x' ? 2 : 4);
         if (v < 0) rx_fail(p, "a bad hex escape");
