@@ -11,6 +11,7 @@
 
 #include "server/server.h"
 #include "test.h"
+#include "test_engine_util.h"
 
 /* ---- a small validator for the keywords these tests use ---- */
 
@@ -398,4 +399,48 @@ TEST(test_structured_bad_requests_are_400s_naming_the_field) {
     CHECK_EQ(post(&s, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 2}", &out), 200);
     free(out);
     stop(&s);
+}
+
+/* The mask depends on the sequence's own text only: a guided answer is the same whether its
+ * grammar was compiled fresh (cold cache) or shared with earlier requests (warm), and alone or
+ * batched with other guided and unguided requests. */
+TEST(test_structured_answers_do_not_depend_on_cache_or_batch) {
+    xi_engine *e = open_engine("models/qwen2-tiny-random", 256, 2048, 8, 1024, 1);
+    CHECK(e);
+    static const xi_guide_kind kinds[] = {XI_GUIDE_JSON_SCHEMA, XI_GUIDE_REGEX, XI_GUIDE_NONE, XI_GUIDE_JSON_SCHEMA};
+    static const char *const srcs[] = {PERSON, "[a-z]{1,6}( [a-z]{1,6}){0,4}", NULL, PERSON};
+    static req_out outs[2][4];
+    memset(outs, 0, sizeof outs);
+    char err[512];
+    for (int round = 0; round < 2; round++) {
+        /* round 0: each request alone; round 1: all four at once */
+        for (int i = 0; i < 4; i++) {
+            xi_request_params rp;
+            xi_request_params_default(&rp);
+            rp.prompt = i == 2 ? "Once upon a time" : "Q:";
+            rp.max_tokens = 400;
+            rp.temperature = 1.0f;
+            rp.seed = 100 + i;
+            rp.guide = kinds[i];
+            rp.guide_src = srcs[i];
+            CHECKF(xi_engine_submit(e, &rp, on_output, &outs[round][i], err, sizeof err) >= 0, "%s", err);
+            if (!round) CHECK(run_until_idle(e) >= 0);
+        }
+        CHECK(run_until_idle(e) >= 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        const seq_out *a = &outs[0][i].s[0], *b = &outs[1][i].s[0];
+        CHECKF(a->n == b->n && !memcmp(a->ids, b->ids, (size_t)a->n * sizeof *a->ids), "request %d: '%s' vs '%s'", i, a->text, b->text);
+        CHECK_EQ(a->n_final, 1);
+    }
+    /* requests 0 and 3 share a schema but not a seed: both valid, both complete */
+    for (int i = 0; i < 4; i += 3) {
+        json_t *sch = json_loads(PERSON, 0, NULL), *v = json_loads(outs[1][i].s[0].text, 0, NULL);
+        char why[512] = "";
+        CHECKF(v && valid(sch, sch, v, why, sizeof why), "request %d: %s %s", i, why, outs[1][i].s[0].text);
+        json_decref(sch);
+        json_decref(v);
+    }
+    CHECKF(full_match("[a-z]{1,6}( [a-z]{1,6}){0,4}", outs[1][1].s[0].text), "%s", outs[1][1].s[0].text);
+    xi_engine_close(e);
 }
