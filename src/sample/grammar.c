@@ -21,10 +21,8 @@ void xi_grammar_free(xi_grammar *g) {
             }
         free(g->cache);
     }
-    for (int d = 0; g->walk && d <= g->walk_depth; d++) free(g->walk[d]);
     free(g->walk);
-    free(g->walk_n);
-    free(g->walk_cap);
+    xg_dfa_free(g);
     free(g->memo_key);
     free(g->memo_off);
     free(g->memo_n);

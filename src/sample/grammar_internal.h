@@ -107,9 +107,21 @@ struct xi_grammar {
     /* mask cache, per element position (built for one token table) */
     xg_cache_entry **cache; /* [n_elems] */
     const xi_token_table *cache_for;
-    uint32_t **walk;    /* [max_len + 1] per-depth state sets of the mask walk */
-    int *walk_n, *walk_cap;
+    uint32_t *walk;     /* [max_len + 1] per-depth interned state sets of the mask walk */
     int walk_depth;
+    /* interned sets of stack ids and the steps between them (grammar_dfa.c) */
+    uint32_t *dset_ids;
+    size_t n_dset_ids, cap_dset_ids;
+    uint32_t *dset_off, *dset_n; /* [n_dsets] set s is dset_ids[dset_off[s]..][dset_n[s]] */
+    uint8_t *dset_flags;         /* [n_dsets] XG_SET_* */
+    int n_dsets, cap_dsets;
+    uint32_t *dset_hash;
+    int dset_hash_cap;
+    uint64_t *dtr_key;           /* (set << 8 | byte) + 1, 0 empty */
+    uint32_t *dtr_val;
+    int dtr_cap, dtr_used;
+    uint32_t *dscratch;
+    int cap_dscratch;
     /* memo of steps: (stack id, byte) -> the stack ids it leads to, in memo_ids */
     uint64_t *memo_key; /* [memo_cap] id << 8 | byte, plus 1 (0: empty slot) */
     uint32_t *memo_off, *memo_n;
@@ -132,5 +144,13 @@ int xg_step(xi_grammar *g, const uint32_t *in, int n_in, uint8_t c, uint32_t **o
 /* The stack id for frame (pos, parent), interned; XG_FAIL on OOM or past the depth limit. */
 #define XG_FAIL 0xffffffffu
 uint32_t xg_intern(xi_grammar *g, uint32_t pos, uint32_t parent);
+
+/* Interned sets (grammar_dfa.c): 0 is the empty set; XG_FAIL on OOM. */
+#define XG_SET_LIVE 1       /* some stack can take another byte */
+#define XG_SET_CTX 2        /* holds the "unknown context" mark */
+#define XG_SET_NONEMPTY 4
+uint32_t xg_dfa_set(xi_grammar *g, const uint32_t *ids, int n);
+uint32_t xg_dfa_step(xi_grammar *g, uint32_t set, uint8_t c);
+void xg_dfa_free(xi_grammar *g);
 
 #endif

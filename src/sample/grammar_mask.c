@@ -70,10 +70,7 @@ static void drop_cache(xi_grammar *g) {
                 free(g->cache[i]);
                 g->cache[i] = NULL;
             }
-    for (int d = 0; g->walk && d <= g->walk_depth; d++) free(g->walk[d]);
     free(g->walk);
-    free(g->walk_n);
-    free(g->walk_cap);
     free(g->acc);
     for (int i = 0; i < g->res_cap; i++) free(g->res_list[i]);
     free(g->res_key);
@@ -86,7 +83,6 @@ static void drop_cache(xi_grammar *g) {
     g->res_buf = NULL;
     g->res_cap = g->res_used = 0;
     g->walk = NULL;
-    g->walk_n = g->walk_cap = NULL;
     g->acc = NULL;
     g->walk_depth = 0;
     g->cache_for = NULL;
@@ -98,26 +94,13 @@ static int bind_table(xi_grammar *g, const xi_token_table *t) {
     const size_t words = ((size_t)t->vocab + 63) / 64;
     if (!g->cache) g->cache = calloc((size_t)g->n_elems + 1, sizeof *g->cache);
     g->walk = calloc((size_t)t->max_len + 1, sizeof *g->walk);
-    g->walk_n = calloc((size_t)t->max_len + 1, sizeof *g->walk_n);
-    g->walk_cap = calloc((size_t)t->max_len + 1, sizeof *g->walk_cap);
     g->acc = malloc(words * sizeof *g->acc);
     g->walk_depth = t->max_len;
-    if (g->walk && (g->walk[0] = malloc(sizeof *g->walk[0]))) g->walk_cap[0] = 1;
-    if (!g->cache || !g->walk_cap[0] || !g->walk || !g->walk_n || !g->walk_cap || !g->acc) {
+    if (!g->cache || !g->walk || !g->acc) {
         drop_cache(g);
         return -1;
     }
     g->cache_for = t;
-    return 0;
-}
-
-static int has_live(const uint32_t *v, int n) {
-    return n > 0 && v[n - 1] > 1;
-}
-
-static int has_ctx(const uint32_t *v, int n) {
-    for (int i = 0; i < n && v[i] <= 1; i++)
-        if (v[i] == 1) return 1;
     return 0;
 }
 
@@ -132,11 +115,9 @@ static xg_cache_entry *build_entry(xi_grammar *g, const xi_token_table *t, uint3
     int cap_check = 0;
     const uint32_t top = xg_intern(g, pos, 1);
     if (top == XG_FAIL) return c;
-    g->walk[0][0] = top;
-    g->walk_n[0] = 1;
     uint8_t ctx_seen[4096];  /* ctx_seen[d]: some path reached the rule's end within d bytes */
     uint8_t *ctx = t->max_len < (int)sizeof ctx_seen ? ctx_seen : malloc((size_t)t->max_len + 1);
-    if (!ctx) goto oom;
+    if (!ctx || (g->walk[0] = xg_dfa_set(g, &top, 1)) == XG_FAIL) goto oom_ctx;
     ctx[0] = 0;
     int valid = 0;          /* walk[0..valid] hold the previous token's prefix states */
     int dead_at = 1 << 30;  /* depth where the previous walk ran out of live stacks */
@@ -152,18 +133,18 @@ static xg_cache_entry *build_entry(xi_grammar *g, const xi_token_table *t, uint3
             if (d > valid) d = valid;
             dead_at = 1 << 30;
             while (d < len) {
-                const int n = xg_step(g, g->walk[d], g->walk_n[d], (uint8_t)b[d], &g->walk[d + 1], &g->walk_cap[d + 1]);
-                if (n < 0) goto oom_ctx;
-                g->walk_n[d + 1] = n;
-                ctx[d + 1] = (uint8_t)(ctx[d] | has_ctx(g->walk[d + 1], n));
-                d++;
-                if (!has_live(g->walk[d], n)) {
+                const uint32_t next = xg_dfa_step(g, g->walk[d], (uint8_t)b[d]);
+                if (next == XG_FAIL) goto oom_ctx;
+                g->walk[++d] = next;
+                const uint8_t f = g->dset_flags[next];
+                ctx[d] = (uint8_t)(ctx[d - 1] | (f & XG_SET_CTX));
+                if (!(f & XG_SET_LIVE)) {
                     dead_at = d;
                     break;
                 }
             }
             valid = d;
-            if (d == len && has_live(g->walk[d], g->walk_n[d])) verdict = 1;
+            if (d == len && (g->dset_flags[g->walk[d]] & XG_SET_LIVE)) verdict = 1;
             else verdict = ctx[d] ? 2 : 0;
         }
         if (verdict == 1) c->accept[tok >> 6] |= 1ull << (tok & 63);
@@ -180,8 +161,7 @@ static xg_cache_entry *build_entry(xi_grammar *g, const xi_token_table *t, uint3
     if (ctx != ctx_seen) free(ctx);
     return c;
 oom_ctx:
-    if (ctx != ctx_seen) free(ctx);
-oom:
+    if (ctx && ctx != ctx_seen) free(ctx);
     free(c->accept);
     free(c->check);
     free(c);
@@ -192,8 +172,7 @@ oom:
  * shared-prefix walk as the cache, into out. Returns the count or -1 on OOM. */
 static int walk_from(xi_grammar *g, const xi_token_table *t, uint32_t id, const int32_t *list, int n,
                      int32_t *out) {
-    g->walk[0][0] = id;
-    g->walk_n[0] = 1;
+    if ((g->walk[0] = xg_dfa_set(g, &id, 1)) == XG_FAIL) return -1;
     int valid = 0, dead_at = 1 << 30, count = 0;
     const char *pb = NULL;
     int plen = 0;
@@ -209,16 +188,16 @@ static int walk_from(xi_grammar *g, const xi_token_table *t, uint32_t id, const 
         int d = l < valid ? l : valid;
         dead_at = 1 << 30;
         while (d < len) {
-            const int k = xg_step(g, g->walk[d], g->walk_n[d], (uint8_t)b[d], &g->walk[d + 1], &g->walk_cap[d + 1]);
-            if (k < 0) return -1;
-            g->walk_n[++d] = k;
-            if (!k) {
+            const uint32_t next = xg_dfa_step(g, g->walk[d], (uint8_t)b[d]);
+            if (next == XG_FAIL) return -1;
+            g->walk[++d] = next;
+            if (!next) {
                 dead_at = d;
                 break;
             }
         }
         valid = d;
-        if (d == len && g->walk_n[d] > 0) out[count++] = tok;
+        if (d == len && g->walk[d]) out[count++] = tok;
     }
     return count;
 }

@@ -1,0 +1,131 @@
+/* sample/grammar_dfa: sets of stack ids interned to one id each, with memoised steps between
+ * them: the lazy subset construction the mask walks run on. A walk step is then one hash probe
+ * instead of a closure per stack, and the tokens of a vocabulary revisit the same few sets
+ * over and over. Set 0 is the empty set. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "sample/grammar_internal.h"
+
+void xg_dfa_free(xi_grammar *g) {
+    free(g->dset_ids);
+    free(g->dset_off);
+    free(g->dset_n);
+    free(g->dset_flags);
+    free(g->dset_hash);
+    free(g->dtr_key);
+    free(g->dtr_val);
+    free(g->dscratch);
+}
+
+static uint32_t set_hash(const uint32_t *ids, int n) {
+    return (uint32_t)xi_hash64(ids, (size_t)n * sizeof *ids);
+}
+
+static int hash_insert(uint32_t *h, int cap, uint32_t hv, uint32_t id) {
+    uint32_t i = hv & (uint32_t)(cap - 1);
+    while (h[i]) i = (i + 1) & (uint32_t)(cap - 1);
+    h[i] = id;
+    return 0;
+}
+
+static int grow_sets(xi_grammar *g) {
+    if (g->n_dsets < g->cap_dsets) return 0;
+    const int cap = g->cap_dsets ? g->cap_dsets * 2 : 1024;
+    uint32_t *off = realloc(g->dset_off, (size_t)cap * sizeof *off);
+    if (!off) return -1;
+    g->dset_off = off;
+    uint32_t *n = realloc(g->dset_n, (size_t)cap * sizeof *n);
+    if (!n) return -1;
+    g->dset_n = n;
+    uint8_t *f = realloc(g->dset_flags, (size_t)cap);
+    if (!f) return -1;
+    g->dset_flags = f;
+    /* the hash keeps half its slots free */
+    uint32_t *h = calloc((size_t)cap * 2, sizeof *h);
+    if (!h) return -1;
+    for (int s = 1; s < g->n_dsets; s++) hash_insert(h, cap * 2, set_hash(g->dset_ids + g->dset_off[s], (int)g->dset_n[s]), (uint32_t)s);
+    free(g->dset_hash);
+    g->dset_hash = h;
+    g->dset_hash_cap = cap * 2;
+    g->cap_dsets = cap;
+    return 0;
+}
+
+uint32_t xg_dfa_set(xi_grammar *g, const uint32_t *ids, int n) {
+    if (!g->n_dsets) { /* set 0: the empty set */
+        if (grow_sets(g)) return XG_FAIL;
+        g->dset_off[0] = g->dset_n[0] = 0;
+        g->dset_flags[0] = 0;
+        g->n_dsets = 1;
+    }
+    if (!n) return 0;
+    const uint32_t hv = set_hash(ids, n);
+    for (uint32_t i = hv & (uint32_t)(g->dset_hash_cap - 1), s; (s = g->dset_hash[i]); i = (i + 1) & (uint32_t)(g->dset_hash_cap - 1))
+        if (g->dset_n[s] == (uint32_t)n && !memcmp(g->dset_ids + g->dset_off[s], ids, (size_t)n * sizeof *ids)) return s;
+    if (grow_sets(g)) return XG_FAIL;
+    if (g->n_dset_ids + (size_t)n > g->cap_dset_ids) {
+        size_t cap = g->cap_dset_ids ? g->cap_dset_ids * 2 : 16384;
+        while (cap < g->n_dset_ids + (size_t)n) cap *= 2;
+        uint32_t *v = realloc(g->dset_ids, cap * sizeof *v);
+        if (!v) return XG_FAIL;
+        g->dset_ids = v;
+        g->cap_dset_ids = cap;
+    }
+    const uint32_t s = (uint32_t)g->n_dsets++;
+    memcpy(g->dset_ids + g->n_dset_ids, ids, (size_t)n * sizeof *ids);
+    g->dset_off[s] = (uint32_t)g->n_dset_ids;
+    g->dset_n[s] = (uint32_t)n;
+    g->n_dset_ids += (size_t)n;
+    /* ids are sorted: markers 0 (complete) and 1 (unknown context) come first */
+    uint8_t f = XG_SET_NONEMPTY;
+    if (ids[n - 1] > 1) f |= XG_SET_LIVE;
+    for (int i = 0; i < n && ids[i] <= 1; i++)
+        if (ids[i] == 1) f |= XG_SET_CTX;
+    g->dset_flags[s] = f;
+    hash_insert(g->dset_hash, g->dset_hash_cap, hv, s);
+    return s;
+}
+
+static int grow_steps(xi_grammar *g) {
+    const int cap = g->dtr_cap ? g->dtr_cap * 2 : 8192;
+    uint64_t *key = calloc((size_t)cap, sizeof *key);
+    uint32_t *val = malloc((size_t)cap * sizeof *val);
+    if (!key || !val) {
+        free(key);
+        free(val);
+        return -1;
+    }
+    for (int i = 0; i < g->dtr_cap; i++) {
+        if (!g->dtr_key[i]) continue;
+        uint32_t h = (uint32_t)((g->dtr_key[i] * 0x9e3779b97f4a7c15ull) >> 40) & (uint32_t)(cap - 1);
+        while (key[h]) h = (h + 1) & (uint32_t)(cap - 1);
+        key[h] = g->dtr_key[i];
+        val[h] = g->dtr_val[i];
+    }
+    free(g->dtr_key);
+    free(g->dtr_val);
+    g->dtr_key = key;
+    g->dtr_val = val;
+    g->dtr_cap = cap;
+    return 0;
+}
+
+uint32_t xg_dfa_step(xi_grammar *g, uint32_t set, uint8_t c) {
+    if (!set) return 0;
+    if (2 * (g->dtr_used + 1) > g->dtr_cap && grow_steps(g)) return XG_FAIL;
+    const uint64_t key = ((uint64_t)set << 8 | c) + 1;
+    const uint32_t mask = (uint32_t)g->dtr_cap - 1;
+    uint32_t h = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 40) & mask;
+    for (; g->dtr_key[h]; h = (h + 1) & mask)
+        if (g->dtr_key[h] == key) return g->dtr_val[h];
+    const int n = xg_step(g, g->dset_ids + g->dset_off[set], (int)g->dset_n[set], c, &g->dscratch, &g->cap_dscratch);
+    if (n < 0) return XG_FAIL;
+    const uint32_t r = xg_dfa_set(g, g->dscratch, n);
+    if (r == XG_FAIL) return XG_FAIL;
+    g->dtr_key[h] = key;
+    g->dtr_val[h] = r;
+    g->dtr_used++;
+    return r;
+}
