@@ -23,11 +23,6 @@ void xi_grammar_free(xi_grammar *g) {
     }
     free(g->walk);
     xg_dfa_free(g);
-    free(g->memo_key);
-    free(g->memo_off);
-    free(g->memo_n);
-    free(g->memo_ids);
-    free(g->one);
     free(g->acc);
     free(g->elems);
     free(g->alt_start);
@@ -230,83 +225,16 @@ static int finish_set(idset *s) {
     return s->n;
 }
 
-static int memo_grow(xi_grammar *g) {
-    const int cap = g->memo_cap ? g->memo_cap * 2 : 4096;
-    uint64_t *key = calloc((size_t)cap, sizeof *key);
-    uint32_t *off = malloc((size_t)cap * sizeof *off), *n = malloc((size_t)cap * sizeof *n);
-    if (!key || !off || !n) {
-        free(key);
-        free(off);
-        free(n);
-        return -1;
-    }
-    for (int i = 0; i < g->memo_cap; i++) {
-        if (!g->memo_key[i]) continue;
-        uint32_t h = (uint32_t)((g->memo_key[i] * 0x9e3779b97f4a7c15ull) >> 40) & (uint32_t)(cap - 1);
-        while (key[h]) h = (h + 1) & (uint32_t)(cap - 1);
-        key[h] = g->memo_key[i];
-        off[h] = g->memo_off[i];
-        n[h] = g->memo_n[i];
-    }
-    free(g->memo_key);
-    free(g->memo_off);
-    free(g->memo_n);
-    g->memo_key = key;
-    g->memo_off = off;
-    g->memo_n = n;
-    g->memo_cap = cap;
-    return 0;
-}
-
-/* The ids one stack id leads to on byte c: memoised, since a frame's closure depends on the
- * frame alone (frames are interned and never change). NULL on OOM. */
-static const uint32_t *step_one(xi_grammar *g, uint32_t id, uint8_t c, int *n) {
-    if (2 * (g->memo_used + 1) > g->memo_cap && memo_grow(g)) return NULL;
-    const uint64_t key = ((uint64_t)id << 8 | c) + 1;
-    const uint32_t mask = (uint32_t)g->memo_cap - 1;
-    uint32_t h = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 40) & mask;
-    for (; g->memo_key[h]; h = (h + 1) & mask)
-        if (g->memo_key[h] == key) {
-            *n = (int)g->memo_n[h];
-            return g->memo_ids + g->memo_off[h];
-        }
-    idset s = {&g->one, &g->cap_one, 0, 0};
-    g->n_visit = 0;
-    const xg_frame f = g->frames[id];
-    const uint8_t *set = g->sets[g->elems[f.pos]];
-    if (set[c >> 3] >> (c & 7) & 1) closure(g, f.pos + 1, f.parent, &s);
-    if (finish_set(&s) < 0) return NULL;
-    if (!g->memo_ids || g->n_memo_ids + (size_t)s.n > g->cap_memo_ids) {
-        size_t cap = g->cap_memo_ids ? g->cap_memo_ids * 2 : 65536;
-        while (cap < g->n_memo_ids + (size_t)s.n) cap *= 2;
-        uint32_t *v = realloc(g->memo_ids, cap * sizeof *v);
-        if (!v) return NULL;
-        g->memo_ids = v;
-        g->cap_memo_ids = cap;
-    }
-    if (s.n) memcpy(g->memo_ids + g->n_memo_ids, g->one, (size_t)s.n * sizeof *g->one);
-    g->memo_key[h] = key;
-    g->memo_off[h] = (uint32_t)g->n_memo_ids;
-    g->memo_n[h] = (uint32_t)s.n;
-    g->n_memo_ids += (size_t)s.n;
-    g->memo_used++;
-    *n = s.n;
-    return g->memo_ids + g->memo_off[h];
-}
-
 int xg_step(xi_grammar *g, const uint32_t *in, int n_in, uint8_t c, uint32_t **out, int *cap) {
     idset s = {out, cap, 0, 0};
-    int parts = 0;
+    g->n_visit = 0;
     for (int i = 0; i < n_in; i++) {
         if (in[i] <= 1) continue;
-        int n;
-        const uint32_t *r = step_one(g, in[i], c, &n);
-        if (!r) return -1;
-        parts += n > 0;
-        for (int k = 0; k < n; k++) add_id(&s, r[k]);
+        const xg_frame f = g->frames[in[i]];
+        const uint8_t *set = g->sets[g->elems[f.pos]];
+        if (set[c >> 3] >> (c & 7) & 1) closure(g, f.pos + 1, f.parent, &s);
     }
-    if (s.oom) return -1;
-    return parts > 1 ? finish_set(&s) : s.n;
+    return finish_set(&s);
 }
 
 /* ---- states ---- */
@@ -340,31 +268,18 @@ void xi_grammar_state_free(xi_grammar_state *s) {
 
 int xi_grammar_feed(xi_grammar *g, xi_grammar_state *s, const char *bytes, size_t n) {
     if (!n) return 0;
-    uint32_t *a = NULL, *b = NULL;
-    int ca = 0, cb = 0, na = s->n;
-    const uint32_t *cur = s->ids;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t **dst = (i & 1) ? &b : &a;
-        int *cap = (i & 1) ? &cb : &ca;
-        na = xg_step(g, cur, na, (uint8_t)bytes[i], dst, cap);
-        if (na <= 0) {
-            free(a);
-            free(b);
-            return -1;
-        }
-        cur = *dst;
+    uint32_t set = xg_dfa_set(g, s->ids, s->n);
+    for (size_t i = 0; i < n && set && set != XG_FAIL; i++) set = xg_dfa_step(g, set, (uint8_t)bytes[i]);
+    if (!set || set == XG_FAIL) return -1;
+    const int k = (int)g->dset_n[set];
+    if (k > s->cap) {
+        uint32_t *v = realloc(s->ids, (size_t)k * sizeof *v);
+        if (!v) return -1;
+        s->ids = v;
+        s->cap = k;
     }
-    free(s->ids);
-    if (cur == a) {
-        s->ids = a;
-        s->cap = ca;
-        free(b);
-    } else {
-        s->ids = b;
-        s->cap = cb;
-        free(a);
-    }
-    s->n = na;
+    memcpy(s->ids, g->dset_ids + g->dset_off[set], (size_t)k * sizeof *s->ids);
+    s->n = k;
     return 0;
 }
 

@@ -14,8 +14,7 @@ void xg_dfa_free(xi_grammar *g) {
     free(g->dset_n);
     free(g->dset_flags);
     free(g->dset_hash);
-    free(g->dtr_key);
-    free(g->dtr_val);
+    xg_map_free(&g->dtr);
     free(g->dscratch);
 }
 
@@ -88,44 +87,60 @@ uint32_t xg_dfa_set(xi_grammar *g, const uint32_t *ids, int n) {
     return s;
 }
 
-static int grow_steps(xi_grammar *g) {
-    const int cap = g->dtr_cap ? g->dtr_cap * 2 : 8192;
-    uint64_t *key = calloc((size_t)cap, sizeof *key);
-    uint32_t *val = malloc((size_t)cap * sizeof *val);
-    if (!key || !val) {
-        free(key);
-        free(val);
-        return -1;
+static uint32_t map_slot(const xg_map *m, uint64_t key) {
+    const uint32_t mask = (uint32_t)m->cap - 1;
+    uint32_t h = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 40) & mask;
+    while (m->key[h] && m->key[h] != key) h = (h + 1) & mask;
+    return h;
+}
+
+int xg_map_get(const xg_map *m, uint64_t key, uint64_t *val) {
+    if (!m->cap) return 0;
+    const uint32_t h = map_slot(m, key);
+    if (!m->key[h]) return 0;
+    *val = m->val[h];
+    return 1;
+}
+
+int xg_map_put(xg_map *m, uint64_t key, uint64_t val) {
+    if (2 * (m->used + 1) > m->cap) {
+        xg_map b = {calloc((size_t)(m->cap ? m->cap * 2 : 4096), sizeof(uint64_t)),
+                    malloc((size_t)(m->cap ? m->cap * 2 : 4096) * sizeof(uint64_t)), m->cap ? m->cap * 2 : 4096, m->used};
+        if (!b.key || !b.val) {
+            free(b.key);
+            free(b.val);
+            return -1;
+        }
+        for (int i = 0; i < m->cap; i++)
+            if (m->key[i]) {
+                const uint32_t h = map_slot(&b, m->key[i]);
+                b.key[h] = m->key[i];
+                b.val[h] = m->val[i];
+            }
+        xg_map_free(m);
+        *m = b;
     }
-    for (int i = 0; i < g->dtr_cap; i++) {
-        if (!g->dtr_key[i]) continue;
-        uint32_t h = (uint32_t)((g->dtr_key[i] * 0x9e3779b97f4a7c15ull) >> 40) & (uint32_t)(cap - 1);
-        while (key[h]) h = (h + 1) & (uint32_t)(cap - 1);
-        key[h] = g->dtr_key[i];
-        val[h] = g->dtr_val[i];
-    }
-    free(g->dtr_key);
-    free(g->dtr_val);
-    g->dtr_key = key;
-    g->dtr_val = val;
-    g->dtr_cap = cap;
+    const uint32_t h = map_slot(m, key);
+    if (!m->key[h]) m->used++;
+    m->key[h] = key;
+    m->val[h] = val;
     return 0;
+}
+
+void xg_map_free(xg_map *m) {
+    free(m->key);
+    free(m->val);
+    memset(m, 0, sizeof *m);
 }
 
 uint32_t xg_dfa_step(xi_grammar *g, uint32_t set, uint8_t c) {
     if (!set) return 0;
-    if (2 * (g->dtr_used + 1) > g->dtr_cap && grow_steps(g)) return XG_FAIL;
     const uint64_t key = ((uint64_t)set << 8 | c) + 1;
-    const uint32_t mask = (uint32_t)g->dtr_cap - 1;
-    uint32_t h = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 40) & mask;
-    for (; g->dtr_key[h]; h = (h + 1) & mask)
-        if (g->dtr_key[h] == key) return g->dtr_val[h];
+    uint64_t v;
+    if (xg_map_get(&g->dtr, key, &v)) return (uint32_t)v;
     const int n = xg_step(g, g->dset_ids + g->dset_off[set], (int)g->dset_n[set], c, &g->dscratch, &g->cap_dscratch);
     if (n < 0) return XG_FAIL;
     const uint32_t r = xg_dfa_set(g, g->dscratch, n);
-    if (r == XG_FAIL) return XG_FAIL;
-    g->dtr_key[h] = key;
-    g->dtr_val[h] = r;
-    g->dtr_used++;
+    if (r == XG_FAIL || xg_map_put(&g->dtr, key, r)) return XG_FAIL;
     return r;
 }

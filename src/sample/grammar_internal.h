@@ -76,6 +76,16 @@ int xg_compile_choice(xg_build *b, const char *src, size_t len);
 
 /* ---- the compiled grammar ---- */
 
+/* An open-addressing map of non-zero 64-bit keys (grammar_dfa.c). */
+typedef struct xg_map {
+    uint64_t *key, *val;
+    int cap, used;
+} xg_map;
+/* 1 with *val when key is there, else 0. */
+int xg_map_get(const xg_map *m, uint64_t key, uint64_t *val);
+int xg_map_put(xg_map *m, uint64_t key, uint64_t val); /* -1 on OOM */
+void xg_map_free(xg_map *m);
+
 typedef struct xg_frame {
     uint32_t pos;       /* element index */
     uint32_t parent;    /* frame returned to; 0: the bottom (complete), 1: an unknown context */
@@ -117,24 +127,14 @@ struct xi_grammar {
     int n_dsets, cap_dsets;
     uint32_t *dset_hash;
     int dset_hash_cap;
-    uint64_t *dtr_key;           /* (set << 8 | byte) + 1, 0 empty */
-    uint32_t *dtr_val;
-    int dtr_cap, dtr_used;
+    xg_map dtr;                  /* (set << 8 | byte) + 1 -> the set it leads to */
     uint32_t *dscratch;
     int cap_dscratch;
-    /* memo of steps: (stack id, byte) -> the stack ids it leads to, in memo_ids */
-    uint64_t *memo_key; /* [memo_cap] id << 8 | byte, plus 1 (0: empty slot) */
-    uint32_t *memo_off, *memo_n;
-    int memo_cap, memo_used;
-    uint32_t *memo_ids;
-    size_t n_memo_ids, cap_memo_ids;
-    uint32_t *one;      /* scratch: one id's closure */
-    int cap_one;
     /* per stack id: its check tokens that the full stack accepts (a context's answer) */
-    uint32_t *res_key;  /* [res_cap] stack ids, 0 empty */
-    int32_t **res_list; /* [res_cap] the accepted tokens, owned */
+    xg_map res;         /* stack id + 1 -> index into res_list */
+    int32_t **res_list; /* [n_res] the accepted tokens, owned */
     int *res_n;
-    int res_cap, res_used;
+    int n_res, cap_res;
     int32_t *res_buf;   /* scratch: [vocab] */
     uint64_t *acc;      /* [words] the mask being built */
 };

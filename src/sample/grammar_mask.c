@@ -72,16 +72,15 @@ static void drop_cache(xi_grammar *g) {
             }
     free(g->walk);
     free(g->acc);
-    for (int i = 0; i < g->res_cap; i++) free(g->res_list[i]);
-    free(g->res_key);
+    for (int i = 0; i < g->n_res; i++) free(g->res_list[i]);
     free(g->res_list);
     free(g->res_n);
     free(g->res_buf);
-    g->res_key = NULL;
+    xg_map_free(&g->res);
     g->res_list = NULL;
     g->res_n = NULL;
     g->res_buf = NULL;
-    g->res_cap = g->res_used = 0;
+    g->n_res = g->cap_res = 0;
     g->walk = NULL;
     g->acc = NULL;
     g->walk_depth = 0;
@@ -202,58 +201,32 @@ static int walk_from(xi_grammar *g, const xi_token_table *t, uint32_t id, const 
     return count;
 }
 
-static int res_grow(xi_grammar *g) {
-    const int cap = g->res_cap ? g->res_cap * 2 : 1024;
-    uint32_t *key = calloc((size_t)cap, sizeof *key);
-    int32_t **list = calloc((size_t)cap, sizeof *list);
-    int *n = calloc((size_t)cap, sizeof *n);
-    if (!key || !list || !n) {
-        free(key);
-        free(list);
-        free(n);
-        return -1;
-    }
-    for (int i = 0; i < g->res_cap; i++) {
-        if (!g->res_key[i]) continue;
-        uint32_t h = (g->res_key[i] * 0x9e3779b1u) & (uint32_t)(cap - 1);
-        while (key[h]) h = (h + 1) & (uint32_t)(cap - 1);
-        key[h] = g->res_key[i];
-        list[h] = g->res_list[i];
-        n[h] = g->res_n[i];
-    }
-    free(g->res_key);
-    free(g->res_list);
-    free(g->res_n);
-    g->res_key = key;
-    g->res_list = list;
-    g->res_n = n;
-    g->res_cap = cap;
-    return 0;
-}
-
 /* The check tokens of entry c that the stack id accepts, resolved once per stack id (a stack
  * is its whole context, so the answer never changes). NULL on OOM. */
 static const int32_t *resolved(xi_grammar *g, const xi_token_table *t, uint32_t id, const xg_cache_entry *c, int *n) {
-    if (2 * (g->res_used + 1) > g->res_cap && res_grow(g)) return NULL;
-    const uint32_t mask = (uint32_t)g->res_cap - 1;
-    uint32_t h = (id * 0x9e3779b1u) & mask;
-    for (; g->res_key[h]; h = (h + 1) & mask)
-        if (g->res_key[h] == id) {
-            *n = g->res_n[h];
-            return g->res_list[h] ? g->res_list[h] : (const int32_t *)g->res_key;
+    uint64_t k;
+    if (!xg_map_get(&g->res, (uint64_t)id + 1, &k)) {
+        if (!g->res_buf && !(g->res_buf = malloc((size_t)t->vocab * sizeof *g->res_buf))) return NULL;
+        if (g->n_res == g->cap_res) {
+            const int cap = g->cap_res ? g->cap_res * 2 : 256;
+            int32_t **l = realloc(g->res_list, (size_t)cap * sizeof *l);
+            if (l) g->res_list = l;
+            int *m = l ? realloc(g->res_n, (size_t)cap * sizeof *m) : NULL;
+            if (!m) return NULL;
+            g->res_n = m;
+            g->cap_res = cap;
         }
-    if (!g->res_buf && !(g->res_buf = malloc((size_t)t->vocab * sizeof *g->res_buf))) return NULL;
-    const int k = walk_from(g, t, id, c ? c->check : t->order, c ? c->n_check : t->n_order, g->res_buf);
-    if (k < 0) return NULL;
-    int32_t *list = NULL;
-    if (k && !(list = malloc((size_t)k * sizeof *list))) return NULL;
-    if (k) memcpy(list, g->res_buf, (size_t)k * sizeof *list);
-    g->res_key[h] = id;
-    g->res_list[h] = list;
-    g->res_n[h] = k;
-    g->res_used++;
-    *n = k;
-    return list ? list : (const int32_t *)g->res_key;
+        const int found = walk_from(g, t, id, c ? c->check : t->order, c ? c->n_check : t->n_order, g->res_buf);
+        int32_t *list = found > 0 ? malloc((size_t)found * sizeof *list) : NULL;
+        if (found < 0 || (found > 0 && !list)) return NULL;
+        if (found) memcpy(list, g->res_buf, (size_t)found * sizeof *list);
+        k = (uint64_t)g->n_res;
+        if (xg_map_put(&g->res, (uint64_t)id + 1, k)) return free(list), NULL;
+        g->res_list[g->n_res] = list;
+        g->res_n[g->n_res++] = found;
+    }
+    *n = g->res_n[k];
+    return g->res_list[k] ? g->res_list[k] : (const int32_t *)g->res_n;
 }
 
 int xi_grammar_mask(xi_grammar *g, const xi_grammar_state *s, const xi_token_table *t,
