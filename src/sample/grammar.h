@@ -62,6 +62,8 @@ typedef struct xi_token_table {
     const uint8_t *usable;  /* [vocab] borrowed: a normal token with bytes */
     int32_t *order;         /* [n_order] usable tokens sorted by bytes, owned */
     uint16_t *lcp;          /* [n_order] common prefix with the previous one, owned */
+    char *s_bytes;          /* the tokens' bytes again, in that order (the walks stream them) */
+    uint32_t *s_off;        /* [n_order + 1]: order[i] is s_bytes[s_off[i], s_off[i+1]) */
     int n_order;
     int max_len;
 } xi_token_table;

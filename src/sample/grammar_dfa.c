@@ -1,7 +1,8 @@
 /* sample/grammar_dfa: sets of stack ids interned to one id each, with memoised steps between
- * them: the lazy subset construction the mask walks run on. A walk step is then one hash probe
- * instead of a closure per stack, and the tokens of a vocabulary revisit the same few sets
- * over and over. Set 0 is the empty set. */
+ * them: the lazy subset construction the mask walks run on. A walk step is then one array
+ * load (a 256-entry row per set) instead of a closure per stack, and the tokens of a
+ * vocabulary revisit the same few sets over and over. Set 0 is the empty set. Also the small
+ * map the per-stack caches use. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +15,8 @@ void xg_dfa_free(xi_grammar *g) {
     free(g->dset_n);
     free(g->dset_flags);
     free(g->dset_hash);
-    xg_map_free(&g->dtr);
+    for (int i = 0; g->drow && i < g->n_dsets; i++) free(g->drow[i]);
+    free(g->drow);
     free(g->dscratch);
 }
 
@@ -41,6 +43,10 @@ static int grow_sets(xi_grammar *g) {
     uint8_t *f = realloc(g->dset_flags, (size_t)cap);
     if (!f) return -1;
     g->dset_flags = f;
+    uint32_t **rows = realloc(g->drow, (size_t)cap * sizeof *rows);
+    if (!rows) return -1;
+    memset(rows + g->cap_dsets, 0, (size_t)(cap - g->cap_dsets) * sizeof *rows);
+    g->drow = rows;
     /* the hash keeps half its slots free */
     uint32_t *h = calloc((size_t)cap * 2, sizeof *h);
     if (!h) return -1;
@@ -133,14 +139,21 @@ void xg_map_free(xg_map *m) {
     memset(m, 0, sizeof *m);
 }
 
+#define XG_UNSEEN 0xfffffffeu
+
 uint32_t xg_dfa_step(xi_grammar *g, uint32_t set, uint8_t c) {
     if (!set) return 0;
-    const uint64_t key = ((uint64_t)set << 8 | c) + 1;
-    uint64_t v;
-    if (xg_map_get(&g->dtr, key, &v)) return (uint32_t)v;
+    uint32_t *row = g->drow[set];
+    if (row && row[c] != XG_UNSEEN) return row[c];
+    if (!row) {
+        if (!(row = malloc(256 * sizeof *row))) return XG_FAIL;
+        for (int i = 0; i < 256; i++) row[i] = XG_UNSEEN;
+        g->drow[set] = row;
+    }
     const int n = xg_step(g, g->dset_ids + g->dset_off[set], (int)g->dset_n[set], c, &g->dscratch, &g->cap_dscratch);
     if (n < 0) return XG_FAIL;
     const uint32_t r = xg_dfa_set(g, g->dscratch, n);
-    if (r == XG_FAIL || xg_map_put(&g->dtr, key, r)) return XG_FAIL;
+    if (r == XG_FAIL) return XG_FAIL;
+    g->drow[set][c] = r; /* xg_dfa_set may have moved drow, not the row */
     return r;
 }

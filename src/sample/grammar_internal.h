@@ -94,7 +94,8 @@ typedef struct xg_frame {
 
 typedef struct xg_cache_entry {
     uint64_t *accept;   /* [words] tokens accepted whatever lies below */
-    int32_t *check;     /* [n_check] tokens to check against the full stack */
+    int32_t *check;     /* [n_check] tokens to check against the full stack, as indices
+                           into the token table's byte order */
     int n_check;
 } xg_cache_entry;
 
@@ -127,7 +128,8 @@ struct xi_grammar {
     int n_dsets, cap_dsets;
     uint32_t *dset_hash;
     int dset_hash_cap;
-    xg_map dtr;                  /* (set << 8 | byte) + 1 -> the set it leads to */
+    uint32_t **drow;             /* [cap_dsets] per set, [256] the set each byte leads to
+                                    (XG_UNSEEN until computed), allocated on first use */
     uint32_t *dscratch;
     int cap_dscratch;
     /* per stack id: its check tokens that the full stack accepts (a context's answer) */

@@ -43,6 +43,20 @@ int xi_token_table_init(xi_token_table *t, int vocab, const uint32_t *off, const
             if (len > t->max_len) t->max_len = len;
         }
     qsort_r(t->order, (size_t)t->n_order, sizeof *t->order, cmp_token, t);
+    t->s_off = malloc(((size_t)t->n_order + 1) * sizeof *t->s_off);
+    t->s_bytes = malloc((size_t)off[vocab] + 1);
+    if (!t->s_off || !t->s_bytes) {
+        xi_token_table_free(t);
+        return -1;
+    }
+    uint32_t at = 0;
+    for (int i = 0; i < t->n_order; i++) {
+        const int32_t k = t->order[i];
+        t->s_off[i] = at;
+        memcpy(t->s_bytes + at, bytes + off[k], off[k + 1] - off[k]);
+        at += off[k + 1] - off[k];
+    }
+    t->s_off[t->n_order] = at;
     for (int i = 0; i < t->n_order; i++) {
         int l = 0;
         if (i) {
@@ -58,6 +72,8 @@ int xi_token_table_init(xi_token_table *t, int vocab, const uint32_t *off, const
 void xi_token_table_free(xi_token_table *t) {
     free(t->order);
     free(t->lcp);
+    free(t->s_bytes);
+    free(t->s_off);
     memset(t, 0, sizeof *t);
 }
 
@@ -121,9 +137,8 @@ static xg_cache_entry *build_entry(xi_grammar *g, const xi_token_table *t, uint3
     int valid = 0;          /* walk[0..valid] hold the previous token's prefix states */
     int dead_at = 1 << 30;  /* depth where the previous walk ran out of live stacks */
     for (int i = 0; i < t->n_order; i++) {
-        const int32_t tok = t->order[i];
-        const char *b = t->bytes + t->off[tok];
-        const int len = (int)(t->off[tok + 1] - t->off[tok]);
+        const char *b = t->s_bytes + t->s_off[i];
+        const int len = (int)(t->s_off[i + 1] - t->s_off[i]);
         int d = i ? t->lcp[i] : 0;
         int verdict; /* 1 accept, 2 check, 0 reject */
         if (d >= dead_at) {
@@ -146,7 +161,7 @@ static xg_cache_entry *build_entry(xi_grammar *g, const xi_token_table *t, uint3
             if (d == len && (g->dset_flags[g->walk[d]] & XG_SET_LIVE)) verdict = 1;
             else verdict = ctx[d] ? 2 : 0;
         }
-        if (verdict == 1) c->accept[tok >> 6] |= 1ull << (tok & 63);
+        if (verdict == 1) c->accept[t->order[i] >> 6] |= 1ull << (t->order[i] & 63);
         else if (verdict == 2) {
             if (c->n_check == cap_check) {
                 cap_check = cap_check ? cap_check * 2 : 256;
@@ -154,7 +169,7 @@ static xg_cache_entry *build_entry(xi_grammar *g, const xi_token_table *t, uint3
                 if (!v) goto oom_ctx;
                 c->check = v;
             }
-            c->check[c->n_check++] = tok;
+            c->check[c->n_check++] = i;
         }
     }
     if (ctx != ctx_seen) free(ctx);
@@ -167,8 +182,9 @@ oom_ctx:
     return NULL;
 }
 
-/* The tokens of list[n] (in byte order) whose bytes advance the stack id, by the same
- * shared-prefix walk as the cache, into out. Returns the count or -1 on OOM. */
+/* The tokens of list[n] (indices into the byte order; NULL: all n) whose bytes advance the
+ * stack id, by the same shared-prefix walk as the cache, into out as token ids. Returns the
+ * count or -1 on OOM. */
 static int walk_from(xi_grammar *g, const xi_token_table *t, uint32_t id, const int32_t *list, int n,
                      int32_t *out) {
     if ((g->walk[0] = xg_dfa_set(g, &id, 1)) == XG_FAIL) return -1;
@@ -176,9 +192,9 @@ static int walk_from(xi_grammar *g, const xi_token_table *t, uint32_t id, const 
     const char *pb = NULL;
     int plen = 0;
     for (int j = 0; j < n; j++) {
-        const int32_t tok = list[j];
-        const char *b = t->bytes + t->off[tok];
-        const int len = (int)(t->off[tok + 1] - t->off[tok]);
+        const int32_t i = list ? list[j] : j;
+        const char *b = t->s_bytes + t->s_off[i];
+        const int len = (int)(t->s_off[i + 1] - t->s_off[i]);
         int l = 0;
         while (l < len && l < plen && b[l] == pb[l]) l++;
         pb = b;
@@ -196,7 +212,7 @@ static int walk_from(xi_grammar *g, const xi_token_table *t, uint32_t id, const 
             }
         }
         valid = d;
-        if (d == len && g->walk[d]) out[count++] = tok;
+        if (d == len && g->walk[d]) out[count++] = t->order[i];
     }
     return count;
 }
@@ -216,7 +232,7 @@ static const int32_t *resolved(xi_grammar *g, const xi_token_table *t, uint32_t 
             g->res_n = m;
             g->cap_res = cap;
         }
-        const int found = walk_from(g, t, id, c ? c->check : t->order, c ? c->n_check : t->n_order, g->res_buf);
+        const int found = walk_from(g, t, id, c ? c->check : NULL, c ? c->n_check : t->n_order, g->res_buf);
         int32_t *list = found > 0 ? malloc((size_t)found * sizeof *list) : NULL;
         if (found < 0 || (found > 0 && !list)) return NULL;
         if (found) memcpy(list, g->res_buf, (size_t)found * sizeof *list);
