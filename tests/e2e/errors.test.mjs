@@ -46,7 +46,7 @@ test('out-of-range and wrongly typed values are 400 naming the parameter', async
     [{ stream: 'yes' }, 'stream'], [{ stream_options: { include_usage: true } }, 'stream_options'],
     [{ seed: 0.5 }, 'seed'], [{ prompt: 42 }, 'prompt'], [{ prompt: [] }, 'prompt'],
     [{ prompt: [[1, 2], 'x'] }, 'prompt'], [{ prompt: [1, 9999] }, 'prompt'],
-    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }, 'response_format'],
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { not: {} } } } }, 'response_format'],
   ];
   for (const [patch, param] of cases) {
     const body = { model: NAME, prompt: 'Once', max_tokens: 3, ...patch };
