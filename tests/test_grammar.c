@@ -274,6 +274,7 @@ static int mask_matches_reference(vocab_fixture *v, xi_grammar_kind kind, const 
     xi_grammar *g = xi_grammar_compile(kind, src, strlen(src), err, sizeof err);
     if (!g) return 0;
     uint8_t *allow = malloc((size_t)v->vocab);
+    const size_t mem0 = xi_grammar_memory(g);
     xi_grammar_state s, t = {0};
     xi_grammar_state_init(g, &s);
     int ok = 1;
@@ -299,6 +300,11 @@ static int mask_matches_reference(vocab_fixture *v, xi_grammar_kind kind, const 
         if (ok && count != ref) ok = 0;
         (*n_states)++;
         xi_grammar_state_free(&s);
+    }
+    /* the caches are counted: at least one accept bitmap over the vocabulary */
+    if (ok && xi_grammar_memory(g) < mem0 + (size_t)v->vocab / 8) {
+        ok = 0;
+        xi_test_fail(__FILE__, __LINE__, "memory %zu after masking, %zu before", xi_grammar_memory(g), mem0);
     }
     xi_grammar_state_free(&s);
     xi_grammar_state_free(&t);

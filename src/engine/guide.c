@@ -83,6 +83,12 @@ xi_grammar *xi_guide_cache_share(xi_guide_cache *c, xi_grammar *fresh, int kind,
     c->tick++;
     for (int i = 0; i < c->n; i++)
         if (c->e[i].kind == kind && !strcmp(c->e[i].src, src)) {
+            if (!c->e[i].refs && xi_grammar_memory(c->e[i].g) > XI_GUIDE_CACHE_MAX_BYTES) {
+                /* its tables grew with every answer: start again from the fresh copy */
+                xi_grammar_free(c->e[i].g);
+                c->e[i].g = fresh;
+                fresh = NULL;
+            }
             xi_grammar_free(fresh);
             c->e[i].refs++;
             c->e[i].used = c->tick;

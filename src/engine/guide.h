@@ -44,6 +44,7 @@ int xi_guide_mask(xi_guide_vocab *g, xi_grammar *gr, const xi_grammar_state *s,
  * first with the same schema is masked warm. Least recently used entries nobody holds go
  * first. */
 #define XI_GUIDE_CACHE 16
+#define XI_GUIDE_CACHE_MAX_BYTES (256u << 20) /* a cached grammar grown past this is rebuilt */
 typedef struct xi_guide_cached {
     int kind;
     char *src;              /* owned */

@@ -54,6 +54,10 @@ int xi_grammar_done(const xi_grammar_state *s);
 /* 1 when some byte could still follow. */
 int xi_grammar_can_continue(const xi_grammar_state *s);
 
+/* Bytes a grammar's tables hold now (frames, sets, step rows, mask caches): they grow as
+ * more of the language is visited, so a long-lived shared grammar is dropped past a limit. */
+size_t xi_grammar_memory(const xi_grammar *g);
+
 /* Every token's bytes, sorted for the mask's shared-prefix walk. Built once per vocabulary. */
 typedef struct xi_token_table {
     int vocab;

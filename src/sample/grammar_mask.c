@@ -273,3 +273,14 @@ int xi_grammar_mask(xi_grammar *g, const xi_grammar_state *s, const xi_token_tab
     }
     return count;
 }
+
+size_t xi_grammar_memory(const xi_grammar *g) {
+    size_t bytes = (size_t)g->cap_frames * sizeof *g->frames + (size_t)g->hash_cap * sizeof *g->hash +
+                   g->cap_dset_ids * sizeof *g->dset_ids + (size_t)g->cap_dsets * 17;
+    for (int i = 0; i < g->n_dsets; i++) bytes += g->drow[i] ? 256 * sizeof **g->drow : 0;
+    const size_t words = g->cache_for ? ((size_t)g->cache_for->vocab + 63) / 64 : 0;
+    for (int i = 0; g->cache && i < g->n_elems; i++)
+        if (g->cache[i]) bytes += words * 8 + (size_t)g->cache[i]->n_check * 4;
+    for (int i = 0; i < g->n_res; i++) bytes += (size_t)g->res_n[i] * 4;
+    return bytes;
+}
