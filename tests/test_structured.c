@@ -444,3 +444,39 @@ TEST(test_structured_answers_do_not_depend_on_cache_or_batch) {
     CHECKF(full_match("[a-z]{1,6}( [a-z]{1,6}){0,4}", outs[1][1].s[0].text), "%s", outs[1][1].s[0].text);
     xi_engine_close(e);
 }
+
+/* SentencePiece with byte fallback (stories260K, 512 pieces): the same byte-level grammar
+ * holds pieces with their '▁' spaces and single-byte tokens alike. */
+TEST(test_structured_sentencepiece_pieces_follow_regex_and_schema) {
+    xi_engine *e = open_engine("models/stories260K", 64, 512, 4, 512, 1);
+    CHECK(e);
+    static const char *const re = "(Once|Lily|Tom)( [a-z]{1,8}){2,6}\\.";
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"who\":{\"enum\":[\"Lily\",\"Tom\"]},"
+                         "\"age\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":9}},\"required\":[\"who\",\"age\"]}";
+    char err[512];
+    for (int seed = 0; seed < 3; seed++) {
+        static req_out out[2];
+        memset(out, 0, sizeof out);
+        xi_request_params rp;
+        xi_request_params_default(&rp);
+        rp.prompt = "Once upon a time";
+        rp.max_tokens = 200;
+        rp.temperature = 1.0f;
+        rp.seed = seed;
+        rp.guide = XI_GUIDE_REGEX;
+        rp.guide_src = re;
+        CHECKF(xi_engine_submit(e, &rp, on_output, &out[0], err, sizeof err) >= 0, "%s", err);
+        rp.guide = XI_GUIDE_JSON_SCHEMA;
+        rp.guide_src = schema;
+        CHECKF(xi_engine_submit(e, &rp, on_output, &out[1], err, sizeof err) >= 0, "%s", err);
+        CHECK(run_until_idle(e) >= 0);
+        CHECKF(full_match(re, out[0].s[0].text) && out[0].s[0].fr == XI_FINISH_STOP, "regex: '%s'", out[0].s[0].text);
+        json_t *sch = json_loads(schema, 0, NULL), *v = json_loads(out[1].s[0].text, 0, NULL);
+        char why[512] = "";
+        CHECKF(v && valid(sch, sch, v, why, sizeof why) && out[1].s[0].fr == XI_FINISH_STOP, "schema: %s '%s'", why,
+               out[1].s[0].text);
+        json_decref(sch);
+        json_decref(v);
+    }
+    xi_engine_close(e);
+}
