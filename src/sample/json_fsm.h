@@ -1,7 +1,6 @@
-/* sample/json_fsm: is this byte string a prefix of a JSON object? The guide of
- * response_format {"type": "json_object"}: before each draw the engine keeps only the tokens
- * whose bytes the automaton accepts from the sequence's state, and allows EOS only once the
- * object is complete (xi_json_fsm_done).
+/* sample/json_fsm: is this byte string a prefix of a JSON object? A hand-written recogniser,
+ * independent of the grammar engine (sample/grammar) that now guides response_format
+ * {"type": "json_object"}: the tests hold that grammar to this automaton's verdicts.
  *
  * RFC 8259, with the root an object. Limits that keep a guided model from wandering: nesting
  * up to XI_JSON_MAX_DEPTH, at most XI_JSON_MAX_WS whitespace bytes in a row between tokens
