@@ -12,18 +12,8 @@
 
 void xi_grammar_free(xi_grammar *g) {
     if (!g) return;
-    if (g->cache) {
-        for (int i = 0; i < g->n_elems; i++)
-            if (g->cache[i]) {
-                free(g->cache[i]->accept);
-                free(g->cache[i]->check);
-                free(g->cache[i]);
-            }
-        free(g->cache);
-    }
-    free(g->walk);
+    xg_mask_free(g);
     xg_dfa_free(g);
-    free(g->acc);
     free(g->elems);
     free(g->alt_start);
     free(g->rule_alts);

@@ -154,5 +154,7 @@ uint32_t xg_intern(xi_grammar *g, uint32_t pos, uint32_t parent);
 uint32_t xg_dfa_set(xi_grammar *g, const uint32_t *ids, int n);
 uint32_t xg_dfa_step(xi_grammar *g, uint32_t set, uint8_t c);
 void xg_dfa_free(xi_grammar *g);
+/* The mask's caches and scratch (grammar_mask.c). */
+void xg_mask_free(xi_grammar *g);
 
 #endif

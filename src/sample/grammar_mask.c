@@ -103,6 +103,12 @@ static void drop_cache(xi_grammar *g) {
     g->cache_for = NULL;
 }
 
+void xg_mask_free(xi_grammar *g) {
+    drop_cache(g);
+    free(g->cache);
+    g->cache = NULL;
+}
+
 static int bind_table(xi_grammar *g, const xi_token_table *t) {
     if (g->cache_for == t) return 0;
     drop_cache(g);
