@@ -59,7 +59,8 @@ static int decode_step(xi_model *m, xi_kv_store *kv, int batch, int pos, float *
         seqs[s] = (xi_batch_seq){s, 1, table + s * 16, 16};
         rows[s] = s;
     }
-    xi_batch b = {batch, ids, positions, slots, batch, seqs, batch, rows};
+    xi_batch b = {.n_tokens = batch, .tokens = ids, .positions = positions, .slots = slots,
+                  .n_seqs = batch, .seqs = seqs, .n_logits = batch, .logits_rows = rows};
     char err[256];
     if (xi_model_forward(m, kv, &b, logits, err, sizeof err)) {
         fprintf(stderr, "forward: %s\n", err);

@@ -94,7 +94,8 @@ static int step(runner *r, int n_seqs, const int32_t *ids, int n, int start) {
         }
         rows[s] = s * n + n - 1;
     }
-    xi_batch b = {n_seqs * n, tok, pos, slots, n_seqs, seqs, n_seqs, rows};
+    xi_batch b = {.n_tokens = n_seqs * n, .tokens = tok, .positions = pos, .slots = slots,
+                  .n_seqs = n_seqs, .seqs = seqs, .n_logits = n_seqs, .logits_rows = rows};
     char err[256];
     if (xi_model_forward(r->m, r->kv, &b, r->logits, err, sizeof err)) {
         fprintf(stderr, "bench_moe: forward: %s\n", err);
