@@ -46,7 +46,7 @@ int xi_model_reserve(xi_model *m, int max_tokens, int max_logits, char *err, siz
         m->cap_tokens = max_tokens;
     }
     if (max_logits > m->cap_logits) {
-        if (grow(&m->hlast, L * h))
+        if (grow(&m->hlast, L * h) || xi_tp_reserve(m, max_logits))
             return xi_errf(err, errlen, "out of memory for %d logits rows", max_logits);
         m->cap_logits = max_logits;
     }
@@ -206,8 +206,30 @@ static int check_batch(const xi_model *m, const xi_kv_store *kv, const xi_batch 
     return 0;
 }
 
+/* Tensor parallel: the partial sums of o_proj or down (in xn) summed over the ranks, then
+ * added to the residual stream, which every rank thus keeps identical. */
+static int reduce_add(xi_model *m, int T, char *err, size_t errlen) {
+    const int64_t n = (int64_t)T * m->cfg.hidden_size;
+    if (xi_tp_allreduce(m, m->xn, n, err, errlen)) return -1;
+    for (int64_t i = 0; i < n; i++) m->x[i] += m->xn[i];
+    return 0;
+}
+
 int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *logits, char *err,
                      size_t errlen) {
+    if (b->n_tokens <= 0) return 0;
+    if (m->comm) {
+        if (m->comm->rank != 0)
+            return xi_errf(err, errlen, "tensor parallel: rank %d runs xi_model_serve_rank, not forward",
+                           m->comm->rank);
+        if (m->tp_failed) return xi_errf(err, errlen, "tensor parallel: the ranks are gone");
+        if (check_batch(m, kv, b, err, errlen) || xi_tp_send_batch(m, kv, b, err, errlen)) return -1;
+    }
+    return xi_model_forward_rank(m, kv, b, logits, err, errlen);
+}
+
+int xi_model_forward_rank(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *logits,
+                          char *err, size_t errlen) {
     const xi_config *c = &m->cfg;
     if (b->n_tokens <= 0) return 0;
     if (check_batch(m, kv, b, err, errlen)) return -1;
@@ -245,24 +267,36 @@ int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *log
         xi_matmul_n(m->pool, m->ops, m->xn, T, qkv, 3);
         run_rows(m, qkv_post_task, &s, T);
         xi_pool_run(m->pool, attn_task, &s);
-        xi_matmul_add(m->pool, m->ops, m->x, m->xn, m->att, T, &L->wo);
+        if (!m->comm) {
+            xi_matmul_add(m->pool, m->ops, m->x, m->xn, m->att, T, &L->wo);
+        } else {
+            xi_matmul(m->pool, m->ops, m->xn, m->att, T, &L->wo, NULL);
+            if (reduce_add(m, T, err, errlen)) return -1;
+        }
         run_norm(m, m->xn, m->x, L->ffn_norm, T);
         switch (sp->mlp) {
         case XI_MLP_DENSE:
             xi_matmul_silu(m->pool, m->ops, m->gate, m->up, m->xn, T, &L->wgate, &L->wup);
-            xi_matmul_add(m->pool, m->ops, m->x, m->xn, m->gate, T, &L->wdown);
+            if (!m->comm) xi_matmul_add(m->pool, m->ops, m->x, m->xn, m->gate, T, &L->wdown);
+            else xi_matmul(m->pool, m->ops, m->xn, m->gate, T, &L->wdown, NULL);
             break;
         case XI_MLP_MOE:
-            xi_moe_forward(m, l, T);
+            xi_moe_forward(m, l, T, m->comm ? m->xn : NULL);
             break;
         }
+        if (m->comm && reduce_add(m, T, err, errlen)) return -1;
     }
     if (b->n_logits > 0) {
         for (int i = 0; i < b->n_logits; i++)
             memcpy(m->hlast + (int64_t)i * h, m->x + (int64_t)b->logits_rows[i] * h,
                    (size_t)h * sizeof(float));
         run_norm(m, m->hlast, m->hlast, m->final_norm, b->n_logits);
-        xi_matmul(m->pool, m->ops, logits, m->hlast, b->n_logits, &m->lm_head, NULL);
+        if (!m->comm) {
+            xi_matmul(m->pool, m->ops, logits, m->hlast, b->n_logits, &m->lm_head, NULL);
+        } else {
+            xi_matmul(m->pool, m->ops, m->tp_logits, m->hlast, b->n_logits, &m->lm_head, NULL);
+            if (xi_tp_logits(m, b->n_logits, logits, err, errlen)) return -1;
+        }
     }
     for (int i = 0; i < b->n_hidden; i++)
         memcpy(b->hidden + (int64_t)i * h, m->x + (int64_t)b->hidden_rows[i] * h,

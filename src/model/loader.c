@@ -76,37 +76,47 @@ static const xi_st_tensor *bind(xi_model *m, const char *name, int nd, const int
     return t;
 }
 
-/* A float matrix [rows, cols] as an xi_weight in the model's weight dtype. */
+/* A float matrix [rows, cols] as an xi_weight in the model's weight dtype; with a slice
+ * (tensor parallelism), only rows [r0, r1) x columns [c0, c1) of it are read and kept. */
 static int load_matrix(xi_model *m, xi_weight *w, const char *name, int64_t rows, int64_t cols,
-                       int zero_copy, char *err, size_t errlen) {
+                       const xi_slice *sl, int zero_copy, char *err, size_t errlen) {
     int64_t shape[2] = {rows, cols};
     const xi_st_tensor *t = bind(m, name, 2, shape, 1, err, errlen);
     if (!t) return -1;
+    const xi_slice full = {0, rows, 0, cols};
+    if (!sl) sl = &full;
+    const int64_t R = sl->r1 - sl->r0, C = sl->c1 - sl->c0;
     xi_dtype want = m->wdtype;
     memset(w, 0, sizeof *w);
     w->dtype = want;
-    w->n_out = rows;
-    w->n_in = cols;
-    m->n_params += rows * cols;
-    size_t n = (size_t)(rows * cols);
-    size_t bytes = n * xi_dtype_size(want);
+    w->n_out = R;
+    w->n_in = C;
+    m->n_params += R * C;
+    size_t bytes = (size_t)(R * C) * xi_dtype_size(want);
     m->weight_bytes += (int64_t)bytes;
-    if (t->dtype == want && zero_copy) {
-        w->data = t->data;
+    const size_t es = xi_dtype_size(t->dtype), ed = xi_dtype_size(want);
+    /* rows r0.. are contiguous in the file: zero-copy needs whole rows */
+    if (t->dtype == want && zero_copy && C == cols) {
+        w->data = (const char *)t->data + (size_t)(sl->r0 * cols) * es;
         return 0;
     }
     void *dst = own_big(m, bytes);
     if (!dst) return xi_errf(err, errlen, "%s: out of memory (%zu bytes)", name, bytes);
-    if (t->dtype == want) {
-        memcpy(dst, t->data, bytes);
+    if (t->dtype == want && C == cols) {
+        memcpy(dst, (const char *)t->data + (size_t)(sl->r0 * cols) * es, bytes);
     } else {
-        /* convert through f32 in row chunks */
-        float *tmp = malloc((size_t)cols * sizeof(float));
+        /* convert through f32 (or copy) row by row: only the slice's bytes are read */
+        float *tmp = malloc((size_t)C * sizeof(float));
         if (!tmp) return xi_errf(err, errlen, "%s: out of memory", name);
-        const size_t es = xi_dtype_size(t->dtype), ed = xi_dtype_size(want);
-        for (int64_t r = 0; r < rows; r++) {
-            xi_to_f32(tmp, (const char *)t->data + (size_t)(r * cols) * es, t->dtype, (size_t)cols);
-            xi_from_f32((char *)dst + (size_t)(r * cols) * ed, want, tmp, (size_t)cols);
+        for (int64_t r = 0; r < R; r++) {
+            const char *src = (const char *)t->data + (size_t)((sl->r0 + r) * cols + sl->c0) * es;
+            char *d = (char *)dst + (size_t)(r * C) * ed;
+            if (t->dtype == want) {
+                memcpy(d, src, (size_t)C * es);
+            } else {
+                xi_to_f32(tmp, src, t->dtype, (size_t)C);
+                xi_from_f32(d, want, tmp, (size_t)C);
+            }
         }
         free(tmp);
     }
@@ -114,19 +124,24 @@ static int load_matrix(xi_model *m, xi_weight *w, const char *name, int64_t rows
     return 0;
 }
 
-/* A vector (norm weight, bias) as f32. */
-static float *load_vector(xi_model *m, const char *name, int64_t n, char *err, size_t errlen) {
+/* Elements [b, e) of a vector of n (norm weight: all; bias: this rank's) as f32. */
+static float *load_vector_part(xi_model *m, const char *name, int64_t n, int64_t b, int64_t e,
+                               char *err, size_t errlen) {
     const xi_st_tensor *t = bind(m, name, 1, &n, 1, err, errlen);
     if (!t) return NULL;
-    float *v = own_big(m, (size_t)n * sizeof(float));
+    float *v = own_big(m, (size_t)(e - b) * sizeof(float));
     if (!v) {
         xi_errf(err, errlen, "%s: out of memory", name);
         return NULL;
     }
-    xi_to_f32(v, t->data, t->dtype, (size_t)n);
-    m->n_params += n;
-    m->weight_bytes += n * (int64_t)xi_dtype_size(t->dtype);
+    xi_to_f32(v, (const char *)t->data + (size_t)b * xi_dtype_size(t->dtype), t->dtype, (size_t)(e - b));
+    m->n_params += e - b;
+    m->weight_bytes += (e - b) * (int64_t)xi_dtype_size(t->dtype);
     return v;
+}
+
+static float *load_vector(xi_model *m, const char *name, int64_t n, char *err, size_t errlen) {
+    return load_vector_part(m, name, n, 0, n, err, errlen);
 }
 
 /* Is this module kept in 16 bits by the AWQ checkpoint? (HF: substring match.) */
@@ -156,7 +171,7 @@ static const xi_st_tensor *find_typed(xi_model *m, const char *module, const cha
 /* AutoAWQ GEMM: qweight [in, out/8] i32, qzeros [in/group, out/8] i32, scales [in/group, out]
  * f16; repacked once into the kernels' Q4 layout. */
 static int load_awq(xi_model *m, xi_weight *w, const char *module, int64_t rows, int64_t cols,
-                    char *err, size_t errlen) {
+                    const xi_slice *sl, char *err, size_t errlen) {
     const xi_st_tensor *qw = find_typed(m, module, "qweight", XI_I32, err, errlen);
     const xi_st_tensor *qz = qw ? find_typed(m, module, "qzeros", XI_I32, err, errlen) : NULL;
     const xi_st_tensor *sc = qz ? find_typed(m, module, "scales", XI_F16, err, errlen) : NULL;
@@ -171,55 +186,56 @@ static int load_awq(xi_model *m, xi_weight *w, const char *module, int64_t rows,
                        (long long)cols);
     void *owned;
     size_t bytes;
-    if (xi_weight_pack_awq(w, qw->data, qz->data, sc->data, n_in, n_out, m->cfg.quant_group_size,
-                           &owned, &bytes, err, errlen))
+    if (xi_shard_pack_awq(w, qw->data, qz->data, sc->data, n_in, n_out, m->cfg.quant_group_size,
+                          sl, &owned, &bytes, err, errlen))
         return xi_err_prefix(err, errlen, "%s: %s", qw->file, module);
     if (xi_model_own(m, owned, bytes, 1)) {
         xi_free_big(owned, bytes);
         return xi_errf(err, errlen, "out of memory");
     }
-    m->n_params += rows * cols;
-    m->weight_bytes += (int64_t)(qw->nbytes + qz->nbytes + sc->nbytes);
+    m->n_params += w->n_out * w->n_in;
+    m->weight_bytes += (int64_t)(qw->nbytes + qz->nbytes + sc->nbytes) * w->n_out * w->n_in /
+                       (rows * cols);
     return xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
 }
 
-/* A linear layer's weight `module`.weight [rows, cols]: AWQ int4, int8 quantized at load, or
- * a float matrix in the model's weight dtype. */
+/* A linear layer's weight `module`.weight [rows, cols] (or its slice sl, NULL: all): AWQ
+ * int4, int8 quantized at load, or a float matrix in the model's weight dtype. */
 static int load_linear(xi_model *m, xi_weight *w, const char *module, int64_t rows, int64_t cols,
-                       int zero_copy, char *err, size_t errlen) {
+                       const xi_slice *sl, int zero_copy, char *err, size_t errlen) {
     char name[300];
     snprintf(name, sizeof name, "%s.weight", module);
     if (m->cfg.quant_awq && !awq_skipped(&m->cfg, module))
-        return load_awq(m, w, module, rows, cols, err, errlen);
+        return load_awq(m, w, module, rows, cols, sl, err, errlen);
     if (!strcmp(m->quant, "int8")) {
         int64_t shape[2] = {rows, cols};
         const xi_st_tensor *t = bind(m, name, 2, shape, 1, err, errlen);
         if (!t) return -1;
         void *owned;
         size_t bytes;
-        if (xi_weight_quantize_q8(w, t->data, t->dtype, rows, cols, &owned, &bytes, err, errlen))
+        if (xi_shard_quantize_q8(w, t->data, t->dtype, rows, cols, sl, &owned, &bytes, err, errlen))
             return xi_err_prefix(err, errlen, "%s: %s", t->file, name);
         if (xi_model_own(m, owned, bytes, 1)) {
             xi_free_big(owned, bytes);
             return xi_errf(err, errlen, "out of memory");
         }
-        m->n_params += rows * cols;
-        m->weight_bytes += rows * cols + rows * 4;
+        m->n_params += w->n_out * w->n_in;
+        m->weight_bytes += w->n_out * w->n_in + w->n_out * 4;
         return xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
     }
-    if (load_matrix(m, w, name, rows, cols, zero_copy, err, errlen)) return -1;
+    if (load_matrix(m, w, name, rows, cols, sl, zero_copy, err, errlen)) return -1;
     /* The kernels' blocked layout, repacked in place in our copy (an mmap stays as stored). */
-    return zero_copy ? 0 : xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
+    return zero_copy && w->n_in == cols ? 0 : xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
 }
 
 /* Optional bias: required by the architecture (want) or present in the checkpoint. */
-static int load_bias(xi_model *m, float **out, const char *module, int64_t n, int want, char *err,
-                     size_t errlen) {
+static int load_bias(xi_model *m, float **out, const char *module, int64_t n, const xi_slice *sl,
+                     int want, char *err, size_t errlen) {
     char name[300];
     snprintf(name, sizeof name, "%s.bias", module);
     *out = NULL;
     if (!want && !xi_st_find(m->st, name)) return 0;
-    *out = load_vector(m, name, n, err, errlen);
+    *out = load_vector_part(m, name, n, sl->r0, sl->r1, err, errlen);
     return *out ? 0 : -1;
 }
 
@@ -242,9 +258,12 @@ static float *load_norm(xi_model *m, xi_tensor_role role, int l, int64_t n, char
 static int load_moe(xi_model *m, xi_layer *L, const xi_layer_spec *sp, int l, int zero_copy,
                     char *err, size_t errlen) {
     const int64_t h = m->cfg.hidden_size, ff = sp->ffn, E = sp->n_experts;
+    const int64_t ffl = ff / m->shard.tp, f0 = m->shard.rank * ffl;
+    /* tensor parallel: every rank runs every expert on its ffn/tp columns (see shard.c) */
+    const xi_slice up = {f0, f0 + ffl, 0, h}, down = {0, h, f0, f0 + ffl};
     char mod[256], name[300];
     snprintf(name, sizeof name, "%s.weight", tname(m, XI_T_FFN_ROUTER, l, 0, mod));
-    if (load_matrix(m, &L->router, name, E, h, zero_copy, err, errlen) ||
+    if (load_matrix(m, &L->router, name, E, h, NULL, zero_copy, err, errlen) ||
         (!zero_copy && xi_weight_block(&L->router, xi_weight_block_for(m->ops, &L->router), err, errlen)))
         return -1;
     xi_weight *w = calloc((size_t)(3 * E), sizeof *w);
@@ -254,38 +273,44 @@ static int load_moe(xi_model *m, xi_layer *L, const xi_layer_spec *sp, int l, in
     }
     L->egate = w, L->eup = w + E, L->edown = w + 2 * E;
     for (int e = 0; e < E; e++)
-        if (load_linear(m, &L->egate[e], tname(m, XI_T_EXP_GATE, l, e, mod), ff, h, zero_copy, err, errlen) ||
-            load_linear(m, &L->eup[e], tname(m, XI_T_EXP_UP, l, e, mod), ff, h, zero_copy, err, errlen) ||
-            load_linear(m, &L->edown[e], tname(m, XI_T_EXP_DOWN, l, e, mod), h, ff, zero_copy, err, errlen))
+        if (load_linear(m, &L->egate[e], tname(m, XI_T_EXP_GATE, l, e, mod), ff, h, &up, zero_copy, err, errlen) ||
+            load_linear(m, &L->eup[e], tname(m, XI_T_EXP_UP, l, e, mod), ff, h, &up, zero_copy, err, errlen) ||
+            load_linear(m, &L->edown[e], tname(m, XI_T_EXP_DOWN, l, e, mod), h, ff, &down, zero_copy, err, errlen))
             return -1;
     return 0;
 }
 
-/* Bind what layer l's spec lists. */
+/* Bind what layer l's spec lists: this rank's shard of it (shard.c says which rows and
+ * columns; with -tp 1 the slices are whole). */
 static int load_layer(xi_model *m, int l, int zero_copy, char *err, size_t errlen) {
     const xi_config *c = &m->cfg;
+    const xi_shard *S = &m->shard;
     const xi_layer_spec *sp = &c->layer[l];
     xi_layer *L = &m->layers[l];
-    const int64_t h = c->hidden_size, qd = (int64_t)c->n_heads * c->head_dim,
-                  kvd = (int64_t)c->n_kv_heads * c->head_dim, ff = sp->ffn;
+    const int64_t h = c->hidden_size, hd = c->head_dim, qd = (int64_t)c->n_heads * hd,
+                  kvd = (int64_t)c->n_kv_heads * hd, ff = sp->ffn;
+    const int64_t ffl = ff / S->tp, f0 = S->rank * ffl;
+    const xi_slice q = {S->q_head0 * hd, (S->q_head0 + S->n_heads) * hd, 0, h},
+                   kv = {S->kv_head0 * hd, (S->kv_head0 + S->n_kv_heads) * hd, 0, h},
+                   o = {0, h, q.r0, q.r1}, up = {f0, f0 + ffl, 0, h}, down = {0, h, f0, f0 + ffl};
     const int bias = sp->qkv_bias == XI_BIAS_REQUIRED;
     char mod[256];
-    if (load_linear(m, &L->wq, tname(m, XI_T_ATTN_Q, l, 0, mod), qd, h, zero_copy, err, errlen) ||
-        load_bias(m, &L->bq, mod, qd, bias, err, errlen) ||
-        load_linear(m, &L->wk, tname(m, XI_T_ATTN_K, l, 0, mod), kvd, h, zero_copy, err, errlen) ||
-        load_bias(m, &L->bk, mod, kvd, bias, err, errlen) ||
-        load_linear(m, &L->wv, tname(m, XI_T_ATTN_V, l, 0, mod), kvd, h, zero_copy, err, errlen) ||
-        load_bias(m, &L->bv, mod, kvd, bias, err, errlen) ||
-        load_linear(m, &L->wo, tname(m, XI_T_ATTN_O, l, 0, mod), h, qd, zero_copy, err, errlen))
+    if (load_linear(m, &L->wq, tname(m, XI_T_ATTN_Q, l, 0, mod), qd, h, &q, zero_copy, err, errlen) ||
+        load_bias(m, &L->bq, mod, qd, &q, bias, err, errlen) ||
+        load_linear(m, &L->wk, tname(m, XI_T_ATTN_K, l, 0, mod), kvd, h, &kv, zero_copy, err, errlen) ||
+        load_bias(m, &L->bk, mod, kvd, &kv, bias, err, errlen) ||
+        load_linear(m, &L->wv, tname(m, XI_T_ATTN_V, l, 0, mod), kvd, h, &kv, zero_copy, err, errlen) ||
+        load_bias(m, &L->bv, mod, kvd, &kv, bias, err, errlen) ||
+        load_linear(m, &L->wo, tname(m, XI_T_ATTN_O, l, 0, mod), h, qd, &o, zero_copy, err, errlen))
         return -1;
     if (sp->qk_norm && (!(L->q_norm = load_norm(m, XI_T_ATTN_Q_NORM, l, c->head_dim, err, errlen)) ||
                         !(L->k_norm = load_norm(m, XI_T_ATTN_K_NORM, l, c->head_dim, err, errlen))))
         return -1;
     switch (sp->mlp) {
     case XI_MLP_DENSE:
-        if (load_linear(m, &L->wgate, tname(m, XI_T_FFN_GATE, l, 0, mod), ff, h, zero_copy, err, errlen) ||
-            load_linear(m, &L->wup, tname(m, XI_T_FFN_UP, l, 0, mod), ff, h, zero_copy, err, errlen) ||
-            load_linear(m, &L->wdown, tname(m, XI_T_FFN_DOWN, l, 0, mod), h, ff, zero_copy, err, errlen))
+        if (load_linear(m, &L->wgate, tname(m, XI_T_FFN_GATE, l, 0, mod), ff, h, &up, zero_copy, err, errlen) ||
+            load_linear(m, &L->wup, tname(m, XI_T_FFN_UP, l, 0, mod), ff, h, &up, zero_copy, err, errlen) ||
+            load_linear(m, &L->wdown, tname(m, XI_T_FFN_DOWN, l, 0, mod), h, ff, &down, zero_copy, err, errlen))
             return -1;
         break;
     case XI_MLP_MOE:
@@ -344,6 +369,7 @@ xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
         xi_errf(err, errlen, "--quantization %s: expected auto, awq, int8 or none", q);
         goto fail;
     }
+    if (xi_shard_plan(m, p->comm, err, errlen)) goto fail;
     m->st = xi_st_open_dir(p->dir, err, errlen);
     if (!m->st) goto fail;
     char mod[256], emb_name[300], name[300];
@@ -357,7 +383,7 @@ xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
         xi_errf(err, errlen, "--load-format %s: expected auto, safetensors or mmap", p->load_format);
         goto fail;
     }
-    if (load_matrix(m, &m->embed, emb_name, c->vocab_size, c->hidden_size,
+    if (load_matrix(m, &m->embed, emb_name, c->vocab_size, c->hidden_size, NULL,
                     zero_copy, err, errlen))
         goto fail;
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
@@ -369,12 +395,20 @@ xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
     if (!(m->final_norm = load_norm(m, XI_T_OUTPUT_NORM, 0, c->hidden_size, err, errlen)))
         goto fail;
     snprintf(name, sizeof name, "%s.weight", tname(m, XI_T_OUTPUT, 0, 0, mod));
-    if (c->tie_word_embeddings) {
+    /* lm_head by vocabulary: this rank's rows, their logits gathered on rank 0 */
+    const xi_slice vocab = {m->shard.vocab0, m->shard.vocab1, 0, c->hidden_size};
+    if (m->shard.tp > 1) {
+        if (load_matrix(m, &m->lm_head, c->tie_word_embeddings ? emb_name : name, c->vocab_size,
+                        c->hidden_size, &vocab, zero_copy, err, errlen) ||
+            (!zero_copy && xi_weight_block(&m->lm_head, xi_weight_block_for(m->ops, &m->lm_head),
+                                           err, errlen)))
+            goto fail;
+    } else if (c->tie_word_embeddings) {
         if (!zero_copy && xi_weight_block(&m->embed, xi_weight_block_for(m->ops, &m->embed), err,
                                           errlen))
             goto fail;
         m->lm_head = m->embed;
-    } else if (load_matrix(m, &m->lm_head, name, c->vocab_size, c->hidden_size,
+    } else if (load_matrix(m, &m->lm_head, name, c->vocab_size, c->hidden_size, NULL,
                            zero_copy, err, errlen) ||
                (!zero_copy && xi_weight_block(&m->lm_head, xi_weight_block_for(m->ops, &m->lm_head),
                                               err, errlen))) {
@@ -385,6 +419,7 @@ xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
     xi_rope_frequencies(c, m->inv_freq, &m->rope_mscale);
     m->pool = xi_pool_new(p->n_threads);
     if (!m->pool) goto oom;
+    xi_shard_localize(m); /* from here on cfg describes this rank's heads and ffn columns */
     if (p->progress) p->progress(p->progress_user, 1.0);
     if (!zero_copy) {
         xi_st_close(m->st); /* every weight now lives in our memory */
@@ -421,6 +456,7 @@ void xi_model_free(xi_model *m) {
     free(m->attn_scratch);
     free(m->attn_cost);
     xi_moe_free(&m->moe);
+    xi_tp_free(m);
     if (m->st) xi_st_close(m->st);
     xi_config_free(&m->cfg);
     free(m);

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "base/comm.h"
 #include "base/pool.h"
 #include "kernels/kernels.h"
 #include "model/batch.h"
@@ -19,6 +20,8 @@ typedef struct xi_model_params {
     const char *load_format;    /* "auto" (copy into own memory), "mmap" */
     const char *kernels;        /* NULL: best for this CPU (XINFER_KERNELS honoured) */
     int n_threads;              /* 0 = all online CPUs */
+    xi_comm *comm;              /* tensor parallelism: this rank's communicator (NULL or
+                                   size 1: the whole model); borrowed, outlives the model */
     void (*progress)(void *user, double fraction); /* optional, per loaded layer */
     void *progress_user;
 } xi_model_params;
@@ -52,6 +55,12 @@ xi_dtype xi_kv_store_dtype(const xi_kv_store *kv);
  * reused (xi_model_reserve preallocates it). Returns 0 or -1 with err. */
 int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *logits, char *err,
                      size_t errlen);
+/* Tensor parallelism (p->comm of size > 1): rank 0 calls xi_model_forward, which sends each
+ * batch to the other ranks; they call xi_model_serve_rank, which runs those batches on their
+ * shard (with KV memory of their own) until rank 0 calls xi_model_tp_stop (xi_model_free
+ * does) or a collective fails. 0 when stopped, -1 with err. */
+int xi_model_serve_rank(xi_model *m, char *err, size_t errlen);
+int xi_model_tp_stop(xi_model *m, char *err, size_t errlen);
 /* Preallocate per-step scratch for batches of up to max_tokens tokens and max_logits rows. */
 int xi_model_reserve(xi_model *m, int max_tokens, int max_logits, char *err, size_t errlen);
 

@@ -4,6 +4,7 @@
 
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "base/comm.h"
 
 /* One layer's weights: what its spec (cfg.layer[l]) lists is bound, the rest is zero. */
 typedef struct xi_layer {
@@ -15,6 +16,19 @@ typedef struct xi_layer {
     xi_weight router;              /* MoE: [n_experts, hidden], never quantized */
     xi_weight *egate, *eup, *edown;/* MoE: [n_experts] each expert's [ffn, hidden] x2, [hidden, ffn] */
 } xi_layer;
+
+/* Rows [r0, r1) and columns [c0, c1) of a stored [rows, cols] matrix: a rank's part. */
+typedef struct xi_slice {
+    int64_t r0, r1, c0, c1;
+} xi_slice;
+
+/* This rank's share of the model under tensor parallelism (shard.c); tp 1: everything. */
+typedef struct xi_shard {
+    int tp, rank;
+    int q_head0, n_heads;      /* this rank's query heads [q_head0, q_head0 + n_heads) */
+    int kv_head0, n_kv_heads;  /* its KV heads (replicated when there are fewer than ranks) */
+    int64_t vocab0, vocab1;    /* its lm_head rows; logits of the others come from them */
+} xi_shard;
 
 /* Every buffer the model allocated, freed in reverse order. */
 typedef struct xi_owned {
@@ -68,6 +82,16 @@ struct xi_model {
     float *attn_scratch; /* [n_threads, cap_scratch] */
     int64_t *attn_cost;  /* [T + 1] prefix sums of keys read per token, for load balance */
     xi_moe_scratch moe;  /* MoE layers' routing and grouped rows (moe.c) */
+    /* tensor parallelism (shard.c, tp.c): NULL comm or size 1 runs alone */
+    xi_comm *comm;
+    xi_shard shard;
+    float *tp_logits;    /* [L, vocab1 - vocab0] this rank's logits columns */
+    float *tp_gather;    /* [L, vocab] rank 0: every rank's columns, rank by rank */
+    int64_t *tp_counts;  /* [tp] floats each rank contributes to the gather */
+    uint8_t *tp_msg;     /* the batch as sent to the other ranks */
+    size_t tp_msg_cap;
+    xi_kv_store *tp_kv;  /* ranks other than 0: their own KV blocks (tp.c) */
+    int tp_failed;       /* a collective failed (or the others were stopped): no more */
     /* Tests: when set, every MoE layer reports its routing (rows in batch order, each row's
      * top_k experts in ascending id and their weights). */
     void (*route_hook)(void *user, int layer, int T, int top_k, const int32_t *sel, const float *w);
@@ -75,11 +99,37 @@ struct xi_model {
 };
 
 int xi_model_own(xi_model *m, void *p, size_t bytes, int big);
+/* shard.c: choose this rank's share (after config and quantization are known; refuses a
+ * -tp that cuts heads or quantization groups, listing the -tp values that work) and, once
+ * the weights are bound, make cfg describe this rank's heads and ffn columns. */
+int xi_shard_plan(xi_model *m, xi_comm *comm, char *err, size_t errlen);
+void xi_shard_localize(xi_model *m);
+/* The lm_head rows [*v0, *v1) of rank of tp (multiples of 8 long, the last one shorter). */
+void xi_shard_vocab(int vocab, int tp, int rank, int64_t *v0, int64_t *v1);
+/* The slice sl (NULL: all) of an AutoAWQ GEMM weight, packed as xi_weight_pack_awq does. */
+int xi_shard_pack_awq(xi_weight *w, const int32_t *qweight, const int32_t *qzeros,
+                      const uint16_t *scales, int64_t n_in, int64_t n_out, int group,
+                      const xi_slice *sl, void **owned, size_t *owned_bytes, char *err,
+                      size_t errlen);
+/* The slice sl (NULL: all) of a float weight quantized to int8 per output channel; each
+ * channel's scale comes from its whole row, so shards quantize exactly as -tp 1 does. */
+int xi_shard_quantize_q8(xi_weight *w, const void *src, xi_dtype dtype, int64_t n_out,
+                         int64_t n_in, const xi_slice *sl, void **owned, size_t *owned_bytes,
+                         char *err, size_t errlen);
+/* tp.c: the collectives of one forward pass. */
+int xi_tp_send_batch(xi_model *m, const xi_kv_store *kv, const xi_batch *b, char *err, size_t errlen);
+int xi_tp_allreduce(xi_model *m, float *buf, int64_t n, char *err, size_t errlen);
+int xi_tp_logits(xi_model *m, int n_rows, float *logits, char *err, size_t errlen);
+int xi_tp_reserve(xi_model *m, int max_logits);
+void xi_tp_free(xi_model *m);
+int xi_model_forward_rank(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *logits,
+                          char *err, size_t errlen);
 /* The KV store as seen by one layer's attention. */
 xi_kv_view xi_kv_store_view(const xi_kv_store *kv, int layer);
-/* MoE (moe.c): x += the mixture of experts of xn for layer L, every row; sizes scratch. */
+/* MoE (moe.c): x += the mixture of experts of xn for layer L, every row (out = it, when
+ * out is set: xn may be out, it is read first); sizes scratch. */
 int xi_moe_reserve(xi_model *m, int max_tokens);
-void xi_moe_forward(xi_model *m, int layer, int T);
+void xi_moe_forward(xi_model *m, int layer, int T, float *out);
 void xi_moe_free(xi_moe_scratch *s);
 void xi_rope_frequencies(const xi_config *c, double *inv_freq, double *mscale);
 

@@ -100,6 +100,7 @@ typedef struct moe_job {
     const xi_layer *L;
     const xi_layer_spec *sp;
     int T;
+    float *out;
 } moe_job;
 
 /* gate/up of every expert's rows and SiLU(gate) * up, the ffn columns split across threads. */
@@ -147,7 +148,8 @@ static void gather_task(void *ctx, int ith, int nth) {
             memcpy(s->xg + (int64_t)s->slot[t * k + c] * h, j->m->xn + t * h, (size_t)h * sizeof(float));
 }
 
-/* x[t] += sum_c w[t, c] * yg[slot[t, c]], the choices in ascending expert id. */
+/* x[t] += sum_c w[t, c] * yg[slot[t, c]], the choices in ascending expert id (into out[t]
+ * instead when out is set: a tensor-parallel rank's part, summed over ranks by the caller). */
 static void combine_task(void *ctx, int ith, int nth) {
     const moe_job *j = ctx;
     const xi_moe_scratch *s = &j->m->moe;
@@ -155,12 +157,13 @@ static void combine_task(void *ctx, int ith, int nth) {
     long b, e;
     xi_split_range(j->T, ith, nth, 1, &b, &e);
     for (long t = b; t < e; t++) {
-        float *x = j->m->x + t * h;
+        float *x = (j->out ? j->out : j->m->x) + t * h;
         for (int64_t i = 0; i < h; i++) {
             float acc = 0;
             for (int64_t c = 0; c < k; c++)
                 acc += s->w[t * k + c] * s->yg[(int64_t)s->slot[t * k + c] * h + i];
-            x[i] += acc;
+            if (j->out) x[i] = acc;
+            else x[i] += acc;
         }
     }
 }
@@ -171,7 +174,7 @@ static void run_tokens(xi_model *m, xi_pool_fn fn, moe_job *j) {
     else xi_pool_run(m->pool, fn, j);
 }
 
-void xi_moe_forward(xi_model *m, int layer, int T) {
+void xi_moe_forward(xi_model *m, int layer, int T, float *out) {
     const xi_layer *L = &m->layers[layer];
     const xi_layer_spec *sp = &m->cfg.layer[layer];
     xi_moe_scratch *s = &m->moe;
@@ -189,7 +192,7 @@ void xi_moe_forward(xi_model *m, int layer, int T) {
     for (int x = E; x > 0; x--) s->start[x] = s->start[x - 1]; /* the fills moved each start on */
     s->start[0] = 0;
     if (m->route_hook) m->route_hook(m->route_user, layer, T, k, s->sel, s->w);
-    moe_job j = {m, L, sp, T};
+    moe_job j = {m, L, sp, T, out};
     run_tokens(m, gather_task, &j);
     xi_pool_run(m->pool, up_task, &j);
     xi_pool_run(m->pool, down_task, &j);
