@@ -43,7 +43,16 @@ $(BUILD)/src/kernels/x86/avx2%.o:   XFLAGS := -mavx2 -mfma -mf16c
 $(BUILD)/src/kernels/x86/avx512%.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 $(BUILD)/src/kernels/arm/neon%.o:   XFLAGS := -march=armv8.2-a+fp16+dotprod
 
-all: $(BIN) $(TOOLS)
+# The MPI plugin for -tp > 1 (src/comm/), built when OpenMPI's development files are there;
+# build/xinfer itself never links MPI and dlopens it only for -tp > 1.
+MPI_FLAGS := $(shell $(PKG_CONFIG) --cflags --libs ompi-c 2>/dev/null)
+MPI_PLUGIN := $(if $(MPI_FLAGS),$(BUILD)/xinfer-mpi.so)
+
+all: $(BIN) $(TOOLS) $(MPI_PLUGIN)
+
+$(BUILD)/xinfer-mpi.so: src/comm/mpi_plugin.c src/base/comm.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -shared -o $@ $< $(MPI_FLAGS) $(LDFLAGS)
 
 # `xinfer --version`: the commit and date go to one object, rebuilt when the commit (or the
 # kind of build) changes.
@@ -112,7 +121,7 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 
 # Tests find the shared data through XINFER_TEST_DATA and the CLI through XINFER_BIN.
 XINFER_TEST_DATA ?= ../shared/data
-test: $(BIN) $(TESTBIN) $(TOOLS)
+test: $(BIN) $(TESTBIN) $(TOOLS) $(MPI_PLUGIN)
 	XINFER_TEST_DATA=$(XINFER_TEST_DATA) XINFER_BIN=$(BIN) XINFER_TOOLS=$(BUILD)/tools \
 	  $(TESTBIN) $(T)
 

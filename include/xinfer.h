@@ -48,6 +48,8 @@ typedef struct xi_engine_params {
     int enable_chunked_prefill;     /* 1 */
     int max_queue_len;              /* waiting requests at most; 0 = unlimited */
     int n_threads;                  /* compute threads; 0 = physical cores */
+    int tensor_parallel_size;       /* 0/1: alone; N > 1: this process is rank 0 of N MPI ranks
+                                       (mpirun -np N), the others run xi_engine_run_rank */
     uint64_t seed;                  /* engine seed for requests without one */
     const char *generation_config;  /* "auto" (generation_config.json defaults), "vllm" (none), or a folder */
     /* --override-generation-config: request defaults that win over generation_config's.
@@ -96,6 +98,14 @@ typedef struct xi_engine_info {
 } xi_engine_info;
 
 void xi_engine_get_info(const xi_engine *e, xi_engine_info *info);
+
+/* Tensor parallelism over MPI. This process's rank among those mpirun started, or -1 when
+ * mpirun did not start it. */
+int xi_tp_rank(void);
+/* A rank other than 0 of -tp N: load this rank's shard of p->model_dir and run the steps rank
+ * 0's engine sends until that engine closes. 0, or -1 with err (a refused split, a rank that
+ * died: named). */
+int xi_engine_run_rank(const xi_engine_params *p, char *err, size_t errlen);
 
 /* ---- requests -------------------------------------------------------------------------- */
 

@@ -125,15 +125,18 @@ TEST(test_serve_args_unknown_flag_is_named) {
     CHECKF(strstr(err, "no model"), "%s", err);
 }
 
-TEST(test_serve_args_tensor_parallel_above_one_is_an_error) {
+TEST(test_serve_args_tensor_parallel_size_is_read_pipeline_is_an_error) {
     xi_serve_args a;
     char err[256] = "";
     fake_env_value = NULL;
     CHECK(PARSE(&a, all_dirs, "/m", "-tp", "1") == 0);
-    CHECK(PARSE(&a, all_dirs, "/m", "--tensor-parallel-size=2") == -1);
-    CHECKF(strstr(err, "--tensor-parallel-size") && strstr(err, "not implemented"), "%s", err);
-    CHECK(PARSE(&a, all_dirs, "/m", "-tp", "4") == -1);
+    CHECK_EQ(a.engine.tensor_parallel_size, 1);
+    CHECK(PARSE(&a, all_dirs, "/m", "--tensor-parallel-size=2") == 0);
+    CHECK_EQ(a.engine.tensor_parallel_size, 2);
+    CHECK(PARSE(&a, all_dirs, "/m", "-tp", "0") == -1);
     CHECKF(strstr(err, "-tp"), "%s", err);
+    CHECK(PARSE(&a, all_dirs, "/m", "-pp", "2") == -1);
+    CHECKF(strstr(err, "not implemented"), "%s", err);
 }
 
 TEST(test_serve_args_vllm_only_flags_accepted_with_notice) {

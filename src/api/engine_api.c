@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/engine_tp.h"
 #include "base/base.h"
 #include "engine/core.h"
 #include "kernels/kernels.h"
@@ -27,6 +28,7 @@ struct xi_engine {
     xi_chat_template *chat;   /* parsed tokenizer_config.json chat_template, or NULL */
     char chat_err[256];       /* why chat is NULL: none in the model, or its parse error */
     xi_kv_store *kv;
+    xi_comm *comm;            /* -tp > 1: the MPI communicator; freed after the model */
     xi_core core;
     int core_ok;
     /* request defaults (generation_config.json unless "vllm"; < 0 / < -1 when absent) */
@@ -232,7 +234,10 @@ xi_engine *xi_engine_open(const xi_engine_params *params, char *err, size_t errl
     e->p.generation_config = e->generation_config;
     /* the other strings are read during open only */
     int64_t avail = mem_available();
-    xi_model_params mp = {.dir = params->model_dir, .dtype = params->dtype,
+    if (params->tensor_parallel_size > 1 &&
+        !(e->comm = xi_engine_tp_comm(params->tensor_parallel_size, 0, err, errlen)))
+        goto fail;
+    xi_model_params mp = {.dir = params->model_dir, .dtype = params->dtype, .comm = e->comm,
                           .quantization = params->quantization, .load_format = params->load_format,
                           .kernels = params->kernels, .n_threads = params->n_threads,
                           .progress = params->load_progress,
@@ -429,7 +434,8 @@ void xi_engine_close(xi_engine *e) {
     xi_kv_store_free(e->kv);
     xi_chat_template_free(e->chat);
     xi_tokenizer_free(e->tok);
-    xi_model_free(e->model);
+    xi_model_free(e->model); /* tells the other ranks to stop */
+    if (e->comm) e->comm->free(e->comm);
     free(e->aborts);
     free(e->aborts_work);
     free(e->model_dir);

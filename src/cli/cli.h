@@ -13,4 +13,12 @@ int cmd_bench(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 
+/* -tp N > 1 (tp_launch.c). Not under mpirun: exec `mpirun -np N` with this command line
+ * (argv[0] is the subcommand), one rank per NUMA node or per share of the cores; returns the
+ * exit code only when that fails. Under mpirun, a rank other than 0: serve rank 0's steps
+ * (ep->model_dir may be ORG/NAME); returns the exit code. */
+struct xi_engine_params;
+int xi_cli_tp_spawn(const char *cmd, int argc, char **argv, int tp);
+int xi_cli_tp_other_rank(const char *cmd, struct xi_engine_params *ep, const char *download_dir);
+
 #endif

@@ -70,6 +70,7 @@ static void usage(FILE *f) {
             "             --seed S  --ignore-eos\n"
             "  model:     --dtype auto|float32|bfloat16|float16  --kv-cache-dtype auto|float32|bfloat16|float16\n"
             "             --quantization auto|awq|int8|none  --load-format auto|mmap  --threads N\n"
+            "             -tp N (tensor parallel over N MPI ranks; starts mpirun itself)\n"
             "             --download-dir DIR  --revision REV  (ORG/NAME is pulled on first use)\n"
             "  engine:    --max-num-seqs N  --max-num-batched-tokens N  --max-model-len N  --block-size N\n"
             "             --kv-cache-memory-bytes N  --enable-prefix-caching | --no-enable-prefix-caching\n"
@@ -209,6 +210,9 @@ int cmd_generate(int argc, char **argv) {
             if (r < 0 || xi_parse_int(v, -1, 1 << 30, &sf.top_k)) goto bad;
         } else if (FLAG("--seed")) {
             if (r < 0 || xi_parse_int(v, 0, INT64_MAX, &sf.seed)) goto bad;
+        } else if (FLAG("--tensor-parallel-size") || FLAG("-tp")) {
+            if (r < 0 || xi_parse_int(v, 1, 64, &ll)) goto bad;
+            ep.tensor_parallel_size = (int)ll;
         } else if (FLAG("--threads")) {
             if (r < 0 || xi_parse_int(v, 1, 1024, &ll)) goto bad;
             ep.n_threads = (int)ll;
@@ -247,6 +251,10 @@ int cmd_generate(int argc, char **argv) {
         usage(stderr);
         return 1;
     }
+    if (ep.tensor_parallel_size > 1 && xi_tp_rank() < 0)
+        return xi_cli_tp_spawn("generate", argc, argv, ep.tensor_parallel_size);
+    if (ep.tensor_parallel_size > 1 && xi_tp_rank() > 0)
+        return xi_cli_tp_other_rank("generate", &ep, download_dir);
     /* a local folder wins; ORG/NAME[@REV] is pulled into the hub cache on first use */
     char err[1024] = "";
     xi_hub_options ho;

@@ -115,6 +115,12 @@ int cmd_serve(int argc, char **argv) {
         return 0;
     }
     for (int i = 0; i < a.n_notices; i++) fprintf(stderr, "WARN  xinfer serve: %s\n", a.notices[i]);
+    if (a.engine.tensor_parallel_size > 1 && xi_tp_rank() < 0)
+        return xi_cli_tp_spawn("serve", argc, argv, a.engine.tensor_parallel_size);
+    if (a.engine.tensor_parallel_size > 1 && xi_tp_rank() > 0) {
+        a.engine.model_dir = a.model_path;
+        return xi_cli_tp_other_rank("serve", &a.engine, a.download_dir);
+    }
     char *chat_template = NULL;
     if (a.chat_template && !(chat_template = read_template(a.chat_template, err, sizeof err))) {
         fprintf(stderr, "xinfer serve: %s\n", err);

@@ -323,7 +323,7 @@ static int load_layer(xi_model *m, int l, int zero_copy, char *err, size_t errle
     return 0;
 }
 
-xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
+static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) {
     xi_model *m = calloc(1, sizeof *m);
     if (!m) {
         xi_errf(err, errlen, "out of memory");
@@ -431,6 +431,26 @@ oom:
 fail:
     xi_model_free(m);
     return NULL;
+}
+
+xi_model *xi_model_load(const xi_model_params *p, char *err, size_t errlen) {
+    xi_model *m = load_model(p, err, errlen);
+    if (!p->comm || p->comm->size < 2) return m;
+    /* The ranks meet once loaded: each learns whether every one of them has its shard. */
+    float failed = m ? 0.0f : 1.0f;
+    char cerr[256];
+    if (p->comm->allreduce_sum(p->comm, &failed, 1, cerr, sizeof cerr)) {
+        xi_errf(err, errlen, "%s", cerr);
+        failed = 1;
+    } else if (failed > 0 && m) {
+        xi_errf(err, errlen, "tensor parallel: %g other rank(s) could not load their shard", failed);
+    }
+    if (failed > 0 && m) {
+        xi_model_free(m);
+        m = NULL;
+    }
+    if (m) m->tp_live = 1; /* the others now serve until told to stop */
+    return m;
 }
 
 void xi_model_free(xi_model *m) {

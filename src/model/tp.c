@@ -167,7 +167,7 @@ int xi_model_serve_rank(xi_model *m, char *err, size_t errlen) {
 }
 
 int xi_model_tp_stop(xi_model *m, char *err, size_t errlen) {
-    if (!m->comm || m->comm->rank != 0 || m->tp_failed) return 0;
+    if (!m->comm || m->comm->rank != 0 || m->tp_failed || !m->tp_live) return 0;
     msg_head h = {.kind = MSG_STOP};
     m->tp_failed = 1; /* once */
     return m->comm->bcast(m->comm, &h, sizeof h, err, errlen);

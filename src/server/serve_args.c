@@ -145,7 +145,7 @@ static const flag_def flags[] = {
     {"--generation-config", NULL, F_GEN_CONFIG, 1, "SRC       auto (generation_config.json)|vllm (none)|DIR"},
     {"--override-generation-config", NULL, F_OVERRIDE_GEN, 1, "JSON      request defaults over the generation config, e.g. '{\"temperature\": 0.7}'"},
     {"--chat-template", NULL, F_CHAT_TEMPLATE, 1, "FILE      Jinja chat template instead of tokenizer_config.json's"},
-    {"--tensor-parallel-size", "-tp", F_TP, 1, "N         must be 1 (tensor parallelism is not implemented yet)"},
+    {"--tensor-parallel-size", "-tp", F_TP, 1, "N         MPI ranks sharing the model (1); > 1 starts mpirun itself, or runs under `mpirun -np N`"},
     {"--pipeline-parallel-size", "-pp", F_PP, 1, "N         must be 1"},
     {"--threads", NULL, F_THREADS, 1, "N         compute threads (default: the physical cores of one NUMA node)"},
     {"--kernels", NULL, F_KERNELS, 1, "NAME      force a kernel variant (ref, avx2, ...)"},
@@ -376,7 +376,7 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
         return 0;
     case F_GEN_CONFIG: e->generation_config = v; return 0;
     case F_CHAT_TEMPLATE: a->chat_template = v; return 0;
-    case F_TP:
+    case F_TP: return parse_int(flag, v, 1, 64, &e->tensor_parallel_size, err, errlen);
     case F_PP: {
         int n;
         if (parse_int(flag, v, 1, 1 << 16, &n, err, errlen)) return -1;
