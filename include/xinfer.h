@@ -59,6 +59,10 @@ typedef struct xi_engine_params {
     const char *kernels;            /* NULL/"auto", or force "ref", "avx2", ... */
     const char *chat_template;      /* NULL: tokenizer_config.json's; else Jinja source text
                                        (`--chat-template FILE`), copied by xi_engine_open */
+    /* -tp > 1: called once on the engine thread when a rank is gone (msg names it); every
+     * request then fails. The owner decides what to do (xinfer serve exits). */
+    void (*on_fatal)(void *user, const char *msg);
+    void *on_fatal_user;
     /* Called on the opening thread while weights load: fraction done in [0, 1]. */
     void (*load_progress)(void *user, double fraction);
     void *load_progress_user;

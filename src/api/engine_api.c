@@ -29,6 +29,7 @@ struct xi_engine {
     char chat_err[256];       /* why chat is NULL: none in the model, or its parse error */
     xi_kv_store *kv;
     xi_comm *comm;            /* -tp > 1: the MPI communicator; freed after the model */
+    int fatal;                /* a rank is gone (on_fatal was called) */
     xi_core core;
     int core_ok;
     /* request defaults (generation_config.json unless "vllm"; < 0 / < -1 when absent) */
@@ -372,11 +373,20 @@ static void snapshot(xi_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+/* -tp > 1: a collective failed, so no step can run again; tell the owner once. */
+static void check_fatal(xi_engine *e, const char *err) {
+    if (e->comm && !e->fatal && xi_model_tp_failed(e->model)) {
+        e->fatal = 1;
+        if (e->p.on_fatal) e->p.on_fatal(e->p.on_fatal_user, err);
+    }
+}
+
 static int iterate(xi_engine *e) {
     char err[256];
     drain(e);
     int rc = xi_core_step(&e->core, err, sizeof err);
     if (rc < 0) xi_log(XI_LOG_ERROR, "engine step: %s", err);
+    if (rc < 0) check_fatal(e, err);
     snapshot(e);
     if (rc < 0) return -1;
     /* requests submitted while the step ran are unfinished too */
@@ -395,12 +405,23 @@ static void *engine_main(void *arg) {
     xi_engine *e = arg;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stopping && !e->pend_head && !e->n_aborts && !xi_core_has_work(&e->core))
-            pthread_cond_wait(&e->cv, &e->mu);
+        int idle = 0;
+        while (!e->stopping && !e->pend_head && !e->n_aborts && !xi_core_has_work(&e->core) && !idle) {
+            if (!e->comm || e->fatal) {
+                pthread_cond_wait(&e->cv, &e->mu);
+            } else { /* -tp > 1: a heartbeat to the other ranks every idle second */
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += 1;
+                idle = pthread_cond_timedwait(&e->cv, &e->mu, &ts) != 0;
+            }
+        }
         int stop = e->stopping;
         pthread_mutex_unlock(&e->mu);
         if (stop) break;
-        iterate(e);
+        char err[256];
+        if (!idle) iterate(e);
+        else if (xi_model_tp_ping(e->model, err, sizeof err)) check_fatal(e, err);
     }
     return NULL;
 }

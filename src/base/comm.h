@@ -21,8 +21,8 @@ struct xi_comm {
     /* buf[0..n) on every rank becomes the sum over ranks 0, 1, ..., size-1 in that order,
      * so every rank gets the same bits and the result does not depend on timing. */
     int (*allreduce_sum)(xi_comm *c, float *buf, int64_t n, char *err, size_t errlen);
-    /* rank 0's n bytes at buf are copied to buf on every other rank. A rank that is not 0
-     * waits as long as it takes (an idle server sends nothing). */
+    /* rank 0's n bytes at buf are copied to buf on every other rank (which waits for them
+     * as long as its implementation's idle limit allows). */
     int (*bcast)(xi_comm *c, void *buf, int64_t n, char *err, size_t errlen);
     /* Rank r contributes counts[r] floats from src; rank 0 gets them concatenated in rank
      * order at dst (dst is unused elsewhere). counts is the same on every rank. */

@@ -20,5 +20,7 @@ int cmd_pull(int argc, char **argv);
 struct xi_engine_params;
 int xi_cli_tp_spawn(const char *cmd, int argc, char **argv, int tp);
 int xi_cli_tp_other_rank(const char *cmd, struct xi_engine_params *ep, const char *download_dir);
+/* A subcommand's exit code, which rank 0 under a spawning xinfer also reports to it. */
+int xi_cli_tp_exit(int rc);
 
 #endif

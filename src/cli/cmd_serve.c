@@ -103,6 +103,15 @@ static double mono(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* -tp > 1: a rank is gone; its requests have failed (5xx). Exit through the signal path. */
+static volatile int tp_fatal;
+static void on_fatal(void *user, const char *msg) {
+    (void)user;
+    xi_srv_log("%s: shutting down", msg);
+    tp_fatal = 1;
+    kill(getpid(), SIGTERM);
+}
+
 int cmd_serve(int argc, char **argv) {
     xi_serve_args a;
     char err[1024] = "";
@@ -185,6 +194,7 @@ int cmd_serve(int argc, char **argv) {
     }
     xi_server_set_pooling(srv, pooling);
     if (pooling) xi_srv_log("runner: pooling (last-token; /v1/embeddings, no completions)");
+    a.engine.on_fatal = on_fatal;
     if (isatty(STDERR_FILENO)) a.engine.load_progress = load_progress;
     xi_srv_log("loading %s", model_dir);
     xi_engine *eng = xi_engine_open(&a.engine, err, sizeof err);
@@ -237,5 +247,5 @@ int cmd_serve(int argc, char **argv) {
     xi_server_free(srv);
     free(model_dir);
     xi_srv_log("Server stopped.");
-    return 0;
+    return tp_fatal ? 1 : 0;
 }

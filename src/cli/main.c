@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name) && commands[i].fn)
-            return commands[i].fn(argc - 1, argv + 1);
+            return xi_cli_tp_exit(commands[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "xinfer: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 1;

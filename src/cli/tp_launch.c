@@ -2,16 +2,24 @@
  * itself under `mpirun -np N`, one rank per NUMA node bound to it (or, on fewer nodes than
  * ranks, each rank bound to its share of the cores); under mpirun, rank 0 runs the command
  * and every other rank serves rank 0's steps. */
+#include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "hub/hub.h"
 #include "ops/env.h"
 #include "xinfer.h"
+
+static pid_t child;
+static void forward(int sig) {
+    if (child > 0) kill(child, sig);
+}
 
 int xi_cli_tp_spawn(const char *cmd, int argc, char **argv, int tp) {
     xi_env_cpu cpu;
@@ -31,6 +39,11 @@ int xi_cli_tp_spawn(const char *cmd, int argc, char **argv, int tp) {
     av[k++] = "-np";
     av[k++] = np;
     if (geteuid() == 0) av[k++] = "--allow-run-as-root";
+    /* a rank that dies must not take rank 0 down with it: rank 0 fails its requests with a
+     * 5xx, names the rank and exits itself (model/tp.c, comm/mpi_plugin.c) */
+    av[k++] = "--enable-recovery";
+    av[k++] = "-x";
+    av[k++] = "XINFER_TP_STATUS";
     if (cpu.n_numa >= tp) {
         av[k++] = "--map-by";
         av[k++] = "numa";
@@ -54,11 +67,45 @@ int xi_cli_tp_spawn(const char *cmd, int argc, char **argv, int tp) {
     for (int i = 0; i < k; i++) fprintf(stderr, " %s", av[i]);
     fputc('\n', stderr);
     fflush(stderr);
-    execvp("mpirun", (char *const *)av);
-    fprintf(stderr, "xinfer %s: -tp %d needs mpirun, which is not installed (apt-get install "
-            "openmpi-bin)\n", cmd, tp);
+    /* With --enable-recovery mpirun's exit code no longer says how rank 0 ended, so rank 0
+     * writes its exit code to a file this process reads once mpirun is done. */
+    char status[64];
+    snprintf(status, sizeof status, "/tmp/xinfer-tp-%d.status", (int)getpid());
+    setenv("XINFER_TP_STATUS", status, 1);
+    unlink(status);
+    child = fork();
+    if (child == 0) {
+        execvp("mpirun", (char *const *)av);
+        fprintf(stderr, "xinfer %s: -tp %d needs mpirun, which is not installed (apt-get install "
+                "openmpi-bin)\n", cmd, tp);
+        _exit(127);
+    }
     free(av);
-    return 1;
+    if (child < 0) return 1;
+    signal(SIGINT, forward);
+    signal(SIGTERM, forward);
+    int st = 0;
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {}
+    int rc = WIFEXITED(st) && WEXITSTATUS(st) == 127 ? 127 : 1;
+    FILE *f = fopen(status, "r");
+    if (f) {
+        if (fscanf(f, "%d", &rc) != 1) rc = 1;
+        fclose(f);
+        unlink(status);
+    }
+    return rc;
+}
+
+int xi_cli_tp_exit(int rc) {
+    const char *status = getenv("XINFER_TP_STATUS");
+    if (status && xi_tp_rank() == 0) {
+        FILE *f = fopen(status, "w");
+        if (f) {
+            fprintf(f, "%d\n", rc);
+            fclose(f);
+        }
+    }
+    return rc;
 }
 
 int xi_cli_tp_other_rank(const char *cmd, xi_engine_params *ep, const char *download_dir) {

@@ -10,8 +10,9 @@
  *   gather      each rank sends its logits slice to rank 0
  * tp is 2..8 here, so (tp - 1) messages per rank per collective cost less than the latency
  * of a tree. The deadline is XINFER_TP_TIMEOUT seconds (5); a rank waiting for the next
- * batch waits without one, and so does the first all-reduce, where the ranks meet once each
- * has loaded its shard (loading takes as long as it takes). */
+ * batch waits twice that (rank 0 sends a heartbeat every idle second); the first all-reduce,
+ * where the ranks meet once each has loaded its shard, has none (loading takes as long as
+ * it takes). */
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -131,7 +132,10 @@ static int m_bcast(xi_comm *c, void *buf, int64_t n, char *err, size_t errlen) {
         im->peer[k] = 0;
         MPI_Irecv(buf, (int)n, MPI_BYTE, 0, TAG_BCAST, MPI_COMM_WORLD, &im->req[k++]);
     }
-    return wait_all(c, k, c->rank == 0 ? im->timeout : 0, "batch broadcast", err, errlen);
+    /* the others wait for the next batch (rank 0 sends a heartbeat every idle second) up to
+     * twice the deadline once the ranks have met */
+    return wait_all(c, k, c->rank == 0 ? im->timeout : im->met ? 2 * im->timeout : 0,
+                    c->rank == 0 ? "batch broadcast" : "next batch", err, errlen);
 }
 
 static int m_gather(xi_comm *c, const float *src, float *dst, const int64_t *counts, char *err,

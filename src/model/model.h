@@ -61,6 +61,11 @@ int xi_model_forward(xi_model *m, xi_kv_store *kv, const xi_batch *b, float *log
  * does) or a collective fails. 0 when stopped, -1 with err. */
 int xi_model_serve_rank(xi_model *m, char *err, size_t errlen);
 int xi_model_tp_stop(xi_model *m, char *err, size_t errlen);
+/* Rank 0, idle: a heartbeat, so the other ranks know it lives (they give up on a rank 0
+ * silent for twice the collectives' timeout). */
+int xi_model_tp_ping(xi_model *m, char *err, size_t errlen);
+/* A collective failed: no step can run any more. */
+int xi_model_tp_failed(const xi_model *m);
 /* Preallocate per-step scratch for batches of up to max_tokens tokens and max_logits rows. */
 int xi_model_reserve(xi_model *m, int max_tokens, int max_logits, char *err, size_t errlen);
 

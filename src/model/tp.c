@@ -12,7 +12,7 @@
 #include "base/base.h"
 #include "model/model_internal.h"
 
-enum { MSG_STOP = 0, MSG_STEP = 1 };
+enum { MSG_STOP = 0, MSG_STEP = 1, MSG_PING = 2 };
 
 /* The fixed-size part of a step message. */
 typedef struct msg_head {
@@ -118,6 +118,7 @@ int xi_model_serve_rank(xi_model *m, char *err, size_t errlen) {
             rc = 0;
             break;
         }
+        if (h.kind == MSG_PING) continue;
         if (h.n_tokens < 1 || h.n_seqs < 1 || h.payload != (int64_t)payload_bytes(&h) ||
             grow_msg(m, (size_t)h.payload)) {
             xi_errf(err, errlen, "tensor parallel: rank %d got a bad step message", m->comm->rank);
@@ -172,6 +173,15 @@ int xi_model_tp_stop(xi_model *m, char *err, size_t errlen) {
     m->tp_failed = 1; /* once */
     return m->comm->bcast(m->comm, &h, sizeof h, err, errlen);
 }
+
+int xi_model_tp_ping(xi_model *m, char *err, size_t errlen) {
+    if (!m->comm || m->comm->rank != 0 || !m->tp_live) return 0;
+    if (m->tp_failed) return xi_errf(err, errlen, "tensor parallel: the ranks are gone");
+    msg_head h = {.kind = MSG_PING};
+    return comm_err(m, m->comm->bcast(m->comm, &h, sizeof h, err, errlen));
+}
+
+int xi_model_tp_failed(const xi_model *m) { return m->comm && m->tp_failed; }
 
 void xi_tp_free(xi_model *m) {
     char err[256];
