@@ -195,6 +195,7 @@ int cmd_env(int argc, char **argv) {
     /* The python probe and the dispatcher describe this machine, never a saved tree. */
     if (!root && python) xi_env_probe_python(&e->python);
     if (!root && xi_kernels_default_name) e->kernels_dispatch = xi_kernels_default_name();
+    if (!root) xi_env_probe_mpi(&e->mpi, "/proc/self/exe");
     xi_env_evaluate(e, r);
 
     if (as_json) {

@@ -32,7 +32,7 @@ static void usage(FILE *f) {
         "  --kv-cache-dtype auto|float16|bfloat16|float32|fp8\n"
         "  --max-model-len N             default: max_position_embeddings\n"
         "  --typical-context N           tokens of a typical sequence (default min(2048, max len))\n"
-        "  --tensor-parallel-size N      default: the smallest that fits\n"
+        "  --tensor-parallel-size N      (--tp N) default: the smallest that fits\n"
         "  --gpu-memory-utilization F    fraction of device memory to use (0.9)\n"
         "  --block-size N                KV block (default 128 on Ascend as vllm-ascend, 16 on CPU)\n"
         "  --overhead-gb N               runtime reserve per device (1.5 NPU, 1.0 CPU)\n"
@@ -85,7 +85,7 @@ static int parse_args(int argc, char **argv, plan_args *a) {
         } else if (VALUE("--kv-cache-dtype")) { if (!v || parse_kv(v, &a->p.kv_dtype)) goto bad; }
         else if (VALUE("--max-model-len")) { if (!v || xi_parse_int(v, 1, 1 << 24, &n)) goto bad; a->p.max_model_len = (int)n; }
         else if (VALUE("--typical-context")) { if (!v || xi_parse_int(v, 1, 1 << 24, &n)) goto bad; a->p.typical_context = (int)n; }
-        else if (VALUE("--tensor-parallel-size")) { if (!v || xi_parse_int(v, 1, 64, &n)) goto bad; a->p.tp = (int)n; }
+        else if (VALUE("--tensor-parallel-size") || VALUE("--tp") || VALUE("-tp")) { if (!v || xi_parse_int(v, 1, 64, &n)) goto bad; a->p.tp = (int)n; }
         else if (VALUE("--gpu-memory-utilization")) { if (!v || xi_parse_float(v, 0.01, 1, &a->p.util)) goto bad; }
         else if (VALUE("--block-size")) { if (!v || xi_parse_int(v, 1, 4096, &n)) goto bad; a->p.block_size = (int)n; }
         else if (VALUE("--overhead-gb")) { double g; if (!v || xi_parse_float(v, 0, 1e6, &g)) goto bad; a->p.overhead_bytes = g * GIB; }

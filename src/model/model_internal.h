@@ -93,6 +93,7 @@ struct xi_model {
     xi_kv_store *tp_kv;  /* ranks other than 0: their own KV blocks (tp.c) */
     int tp_failed;       /* a collective failed (or the others were stopped): no more */
     int tp_live;         /* every rank loaded its shard and serves */
+    int64_t tp_steps, tp_tokens; /* rank 0: steps sent and their tokens */
     /* Tests: when set, every MoE layer reports its routing (rows in batch order, each row's
      * top_k experts in ascending id and their weights). */
     void (*route_hook)(void *user, int layer, int T, int top_k, const int32_t *sel, const float *w);

@@ -66,6 +66,8 @@ int xi_tp_send_batch(xi_model *m, const xi_kv_store *kv, const xi_batch *b, char
     if (comm_err(m, m->comm->bcast(m->comm, &h, sizeof h, err, errlen)) ||
         comm_err(m, m->comm->bcast(m->comm, m->tp_msg, h.payload, err, errlen)))
         return -1;
+    m->tp_steps++;
+    m->tp_tokens += b->n_tokens;
     return 0;
 }
 
@@ -186,6 +188,14 @@ int xi_model_tp_failed(const xi_model *m) { return m->comm && m->tp_failed; }
 void xi_tp_free(xi_model *m) {
     char err[256];
     xi_model_tp_stop(m, err, sizeof err);
+    /* what the collectives cost, for bench/tp.sh: rank 0's bytes sent and time spent waiting
+     * in them (the all-reduces and the logits gather; the batch itself is not timed) */
+    if (m->comm && m->comm->rank == 0 && m->tp_steps)
+        XI_INFO("tensor parallel: %lld steps of %.1f tokens: %.1f KiB sent and %.3f ms in "
+                "collectives per step (rank 0 of %d)", (long long)m->tp_steps,
+                (double)m->tp_tokens / (double)m->tp_steps,
+                (double)m->comm->bytes_sent / 1024.0 / (double)m->tp_steps,
+                m->comm->seconds * 1e3 / (double)m->tp_steps, m->comm->size);
     xi_kv_store_free(m->tp_kv);
     free(m->tp_logits);
     free(m->tp_gather);

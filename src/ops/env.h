@@ -140,8 +140,21 @@ const char *xi_vllm_ascend_cann(const char *vllm_ascend);
 
 /* ---- the whole machine, and the checks -------------------------------------------------- */
 
+/* ---- MPI, for -tp > 1 (env_mpi.c) ------------------------------------------------------ */
+
+typedef struct xi_env_mpi {
+    int probed;
+    char mpirun[256];           /* path of mpirun on PATH, "" when absent */
+    char plugin[512];           /* where xinfer looks for xinfer-mpi.so */
+    int plugin_ok;              /* it is there */
+} xi_env_mpi;
+
+/* mpirun on PATH and the plugin beside exe (XINFER_MPI_PLUGIN wins); this machine only. */
+void xi_env_probe_mpi(xi_env_mpi *m, const char *exe);
+
 typedef struct xi_env {
     xi_env_os os;
+    xi_env_mpi mpi;
     xi_env_cpu cpu;
     xi_env_ascend ascend;
     xi_env_python python;

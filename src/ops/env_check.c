@@ -207,6 +207,20 @@ static void check_ascend(const xi_env *e, xi_env_report *r) {
     check_python(e, a->toolkit_found ? a->toolkit_version : NULL, r);
 }
 
+/* -tp > 1 needs mpirun and the plugin; -tp 1 needs neither, so never a warning. */
+static void check_mpi(const xi_env *e, xi_env_report *r) {
+    const xi_env_mpi *m = &e->mpi;
+    if (!m->probed) return;
+    if (m->mpirun[0] && m->plugin_ok)
+        add(r, XI_CHECK_OK, "mpi", "MPI present (%s, %s): -tp N runs N ranks%s", m->mpirun, m->plugin,
+            e->cpu.n_numa > 1 ? ", one per NUMA node when N <= nodes" : "");
+    else
+        add(r, XI_CHECK_INFO, "mpi", "MPI absent (%s%s%s): -tp > 1 needs openmpi-bin and "
+            "xinfer-mpi.so (built with libopenmpi-dev); -tp 1 does not",
+            m->mpirun[0] ? "" : "no mpirun", !m->mpirun[0] && !m->plugin_ok ? ", " : "",
+            m->plugin_ok ? "" : "no plugin");
+}
+
 void xi_env_evaluate(const xi_env *e, xi_env_report *r) {
     memset(r, 0, sizeof *r);
     if (e->os.family == XI_OS_UNKNOWN)
@@ -216,6 +230,7 @@ void xi_env_evaluate(const xi_env *e, xi_env_report *r) {
     add(r, e->os.kernel[0] ? XI_CHECK_INFO : XI_CHECK_WARN, "kernel", "kernel %s",
         e->os.kernel[0] ? e->os.kernel : "unknown");
     check_cpu(e, r);
+    check_mpi(e, r);
     check_ascend(e, r);
 
     r->can_run = 1;
