@@ -162,3 +162,19 @@ TEST(test_tp2_mpi_two_netns_hosts_over_tcp_equal_tp1) {
     CHECKF(strlen(one) > 40 && !strcmp(one, two), "two hosts gave\n%s\none gave\n%s", two, one);
     free(one), free(two), free(log);
 }
+
+/* xinfer env says whether -tp > 1 can run: here (MPI installed) ok; with an empty PATH and
+ * no plugin, an info line naming both. */
+TEST(test_env_reports_mpi_for_tensor_parallel) {
+    CHECK(have_mpi());
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s env --no-python 2>&1", xi_test_bin());
+    xi_test_run(cmd, &out);
+    CHECKF(strstr(out, "MPI present (") && strstr(out, "xinfer-mpi.so"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "env PATH=/nonexistent XINFER_MPI_PLUGIN=/nonexistent/x.so %s env --no-python 2>&1",
+             xi_test_bin());
+    xi_test_run(cmd, &out);
+    CHECKF(strstr(out, "MPI absent (no mpirun, no plugin)"), "%s", out);
+    free(out);
+}
