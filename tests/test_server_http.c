@@ -109,8 +109,10 @@ TEST(test_serve_http_body_over_limit_is_413) {
     xi_server_free(s);
 }
 
-/* A started engine on a test model (4 MiB of KV cache, one thread), or NULL with err set. */
-static xi_engine *open_engine(const char *model, char *err, size_t errlen) {
+/* A started engine on a test model (4 MiB of KV cache, one thread), or NULL with err set.
+ * test_server_limits.c uses it too. */
+xi_engine *open_engine(const char *model, char *err, size_t errlen);
+xi_engine *open_engine(const char *model, char *err, size_t errlen) {
     xi_engine_params p;
     xi_engine_params_default(&p);
     p.model_dir = xi_test_data(model);

@@ -164,6 +164,11 @@ int cmd_serve(int argc, char **argv) {
         .tool_parser = a.enable_auto_tool_choice ? a.tool_call_parser : NULL,
         .reasoning_parser = a.reasoning_parser,
         .no_webui = a.no_webui,
+        .limit_concurrency = a.limit_concurrency,
+        .timeout_keep_alive = a.timeout_keep_alive,
+        .timeout_request_read = a.timeout_request_read,
+        .max_seqs_per_request = a.max_seqs_per_request,
+        .max_parse_bytes = a.max_parse_bytes,
     };
     xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
     if (!srv) {
@@ -229,7 +234,7 @@ int cmd_serve(int argc, char **argv) {
     while ((sig = sigtimedwait(&set, NULL, &tick)) < 0)
         if (!a.disable_log_stats) log_stats(eng, &prev, &prev_t);
 
-    xi_srv_log("Shutting down (signal %d): no new connections; %d request(s) in flight get %.0f s",
+    xi_srv_log("Shutting down (signal %d): new requests and /health get 503; %d request(s) in flight get %.0f s",
                sig, xi_server_in_flight(srv), a.shutdown_timeout);
     xi_server_quiesce(srv);
     double deadline = mono() + a.shutdown_timeout;

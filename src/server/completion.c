@@ -2,11 +2,14 @@
  *
  * A job is one HTTP request: one engine request per prompt, n samples each, one "choice" per
  * sample. The engine's output callback runs on the engine thread and must never wait: it copies
- * the event into the job's queue under the job mutex and signals. The connection's own thread
- * turns queued events into the JSON body (non-streaming) or SSE chunks (streaming) at whatever
- * pace the client reads, so a slow reader costs memory (bounded by max_tokens), never engine
- * time. A job is reference counted: one reference per unfinished sample (dropped by the
- * engine's final event), one for the handler/connection and one for a streaming response. */
+ * the event into the job's queue under the job mutex. No HTTP thread waits either: a job with
+ * nothing to send suspends its connection, and the callback resumes it (streaming: on every
+ * event; otherwise once every sample has finished). The HTTP thread then turns queued events
+ * into the JSON body or SSE chunks at whatever pace the client reads, so a slow reader costs
+ * memory (bounded by max_tokens), never engine time. libmicrohttpd does not watch suspended
+ * sockets, so the server's watchdog (xi_job_watch) checks their clients. A job is reference
+ * counted: one reference per unfinished sample (dropped by the engine's final event), one for
+ * the handler/connection and one for a streaming response. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -77,7 +80,6 @@ struct xi_job {
     xi_engine *eng;
     xi_job *prev, *next;             /* server's list of live jobs (s->mu) */
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     int refs;                        /* mu */
     int n_unfinished;                /* mu: samples whose final event has not arrived */
     job_event *head, *tail;          /* mu: events not yet consumed */
@@ -92,7 +94,10 @@ struct xi_job {
     char *out;                       /* [out_len] SSE bytes not yet handed to MHD, owned */
     size_t out_len, out_cap, out_off;
     int ended;                       /* the last SSE bytes are in out */
-    double peer_checked;             /* monotonic time the client socket was last checked */
+    int suspended;                   /* mu: the connection is suspended, waiting for events */
+    int gone;                        /* mu: the client went away while suspended */
+    int http11;                      /* the client speaks HTTP/1.1 (may get a 100 probe) */
+    int probed;                      /* mu: the 100 probe was sent */
     int tools;                       /* parse tool calls out of each choice's text */
     const char *reasoning;           /* the reasoning parser for this job's choices, or NULL */
 };
@@ -151,7 +156,6 @@ static void job_free(xi_job *j) {
     free(j->choices);
     free(j->out);
     xi_oai_request_free(&j->req);
-    pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -290,7 +294,10 @@ static void on_output(void *user, const xi_output *o) {
         left = --j->refs;
         if (!ev) j->choices[choice].finish = XI_FINISH_ERROR;
     }
-    pthread_cond_broadcast(&j->cv);
+    if (j->suspended && (j->req.stream || j->n_unfinished == 0)) {
+        j->suspended = 0;
+        MHD_resume_connection(j->conn);
+    }
     pthread_mutex_unlock(&j->mu);
     if (!left) job_free(j);
 }
@@ -618,19 +625,21 @@ static void consume_list(xi_job *j, job_event *list) {
     }
 }
 
-/* Wait up to 100 ms for events (under j->mu). Returns 1 when the client is gone or the
- * server closes. */
-static int wait_events(xi_job *j) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 100 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    if (!j->head && j->n_unfinished) pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-    /* checked by the clock, not only when idle: a busy request has events all the time */
-    double now = mono_now();
-    if (now - j->peer_checked < 0.1) return 0;
-    j->peer_checked = now;
-    return atomic_load(&j->s->closing) || xi_srv_peer_closed(j->conn);
+static enum MHD_Result answer_body(xi_job *j);
+
+/* Take and consume what the engine has sent. Returns 1 when there was nothing: the connection
+ * is then suspended until the engine or the watchdog resumes it (a resume that comes between
+ * the unlock and the suspend cancels the suspend). */
+static int drain_or_park(xi_job *j, int *done, int *gone) {
+    pthread_mutex_lock(&j->mu);
+    job_event *list = take_events(j, done);
+    *gone = j->gone || atomic_load(&j->s->closing);
+    const int parked = !*done && !list && !*gone;
+    if (parked) j->suspended = 1;
+    pthread_mutex_unlock(&j->mu);
+    if (parked) MHD_suspend_connection(j->conn);
+    else consume_list(j, list);
+    return parked;
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -645,17 +654,12 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         j->out_len = j->out_off = 0;
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        int done, gone = 0;
-        pthread_mutex_lock(&j->mu);
-        while (!j->head && j->n_unfinished > 0 && !gone) gone = wait_events(j);
-        job_event *list = take_events(j, &done);
-        pthread_mutex_unlock(&j->mu);
-        if (gone) {
-            consume_list(j, list);
+        int done, gone;
+        if (drain_or_park(j, &done, &gone)) return 0;
+        if (gone && !done) {
             xi_job_abort(j);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        consume_list(j, list);
         if (done) {
             if (j->req.include_usage) {
                 json_t *o = chunk_new(j, json_array());
@@ -667,6 +671,38 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             if (j->s->cfg.log_requests) xi_srv_log("Finished request %s", j->id);
         }
     }
+}
+
+void xi_job_watch(xi_server *s) {
+    const int closing = atomic_load(&s->closing);
+    pthread_mutex_lock(&s->mu);
+    for (xi_job *j = s->jobs; j; j = j->next) {
+        pthread_mutex_lock(&j->mu);
+        /* a stream's EOF may be a half-close: its next chunk tells; a plain answer has sent
+         * nothing yet, so HTTP/1.1 clients get the probe */
+        if (j->suspended &&
+            (closing || xi_srv_peer_closed(j->conn, !j->req.stream, !j->req.stream && j->http11 ? &j->probed : NULL))) {
+            j->gone = 1;
+            j->suspended = 0;
+            MHD_resume_connection(j->conn);
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+enum MHD_Result xi_job_resume(xi_job *j) {
+    for (;;) {
+        int done, gone;
+        if (drain_or_park(j, &done, &gone)) return MHD_YES;
+        if (done) break;
+        if (gone) {
+            xi_job_abort(j);
+            return MHD_NO;
+        }
+    }
+    if (j->s->cfg.log_requests) xi_srv_log("Finished request %s", j->id);
+    return answer_body(j);
 }
 
 static void stream_free(void *cls) { job_release(cls); }
@@ -835,17 +871,17 @@ static int model_served(xi_server *s, const char *name) {
     return 0;
 }
 
-enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
+enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat, int http11,
                               const char *body, size_t len, xi_job **out) {
     *out = NULL;
     xi_oai_error e;
     xi_job *j = calloc(1, sizeof *j);
     if (!j) return MHD_NO;
     pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
     j->s = s;
     j->eng = atomic_load(&s->engine);
     j->conn = c;
+    j->http11 = http11;
     j->refs = 1; /* this handler; handed to the connection when streaming */
     j->created = (long)time(NULL);
     xi_srv_new_id(s, chat ? "chatcmpl" : "cmpl", j->id);
@@ -865,6 +901,14 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
     if (j->req.tool_choice == XI_TOOL_CHOICE_AUTO && !s->cfg.tool_parser) {
         xi_oai_fail(&e, 400, "tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and "
                     "--tool-call-parser to be set");
+        goto fail;
+    }
+    const long seqs = (long)(chat ? 1 : j->req.n_prompts) * j->req.n;
+    if (seqs > s->cfg.max_seqs_per_request) {
+        xi_oai_fail(&e, 400, j->req.n > 1 ? "n" : "prompt",
+                    "this request asks for %ld sequences (%d prompt(s) x n=%d); the limit is %d "
+                    "(--max-seqs-per-request)", seqs, chat ? 1 : j->req.n_prompts, j->req.n,
+                    s->cfg.max_seqs_per_request);
         goto fail;
     }
     j->tools = chat && j->req.tools_json && j->req.tool_choice != XI_TOOL_CHOICE_NONE &&
@@ -901,26 +945,8 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
         return ret;
     }
 
-    /* non-streaming: wait here (this connection's own thread) for every choice */
-    for (;;) {
-        int done, gone;
-        pthread_mutex_lock(&j->mu);
-        do gone = wait_events(j);
-        while (!j->head && j->n_unfinished > 0 && !gone);
-        job_event *list = take_events(j, &done);
-        pthread_mutex_unlock(&j->mu);
-        consume_list(j, list);
-        if (done) break;
-        if (gone) {
-            xi_job_abort(j);
-            job_release(j);
-            return MHD_NO;
-        }
-    }
-    if (s->cfg.log_requests) xi_srv_log("Finished request %s", j->id);
-    ret = answer_body(j);
-    job_release(j);
-    return ret;
+    *out = j; /* the connection's reference from now on */
+    return xi_job_resume(j);
 fail:
     ret = xi_srv_respond_error(c, &e);
     job_release(j);

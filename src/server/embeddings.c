@@ -244,7 +244,7 @@ static int wait_all(emb_job *j, struct MHD_Connection *c) {
         ts.tv_nsec += 100 * 1000000L;
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-        if (j->n_left > 0 && (atomic_load(&j->s->closing) || xi_srv_peer_closed(c))) {
+        if (j->n_left > 0 && (atomic_load(&j->s->closing) || xi_srv_peer_closed(c, 1, NULL))) {
             pthread_mutex_unlock(&j->mu);
             return 1;
         }

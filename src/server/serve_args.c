@@ -105,7 +105,8 @@ typedef enum {
     F_BLOCK_SIZE, F_KV_BYTES, F_GPU_UTIL, F_SEED, F_GEN_CONFIG, F_CHAT_TEMPLATE, F_TP, F_PP,
     F_THREADS, F_MAX_QUEUE, F_UDS, F_DISABLE_LOG_REQ, F_ENABLE_LOG_REQ, F_DISABLE_LOG_STATS,
     F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_MAX_BODY, F_SHUTDOWN, F_HELP,
-    F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_CONFIG, F_ONLY,
+    F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_CONFIG, F_KEEP_ALIVE, F_READ_TIMEOUT,
+    F_LIMIT_CONC, F_MAX_SEQS_REQ, F_PARSE_BYTES, F_ONLY,
     F_NO_WEBUI,
     F_IGNORED, F_REFUSED,
 } flag_id;
@@ -156,6 +157,11 @@ static const flag_def flags[] = {
     {"--trust-remote-code", NULL, F_TRUST_REMOTE, 0, "          accepted; no remote code is ever run"},
     {"--max-request-body-bytes", NULL, F_MAX_BODY, 1, "BYTES     larger bodies get 413 (32M)"},
     {"--shutdown-timeout", NULL, F_SHUTDOWN, 1, "SECONDS   grace period for in-flight requests on SIGTERM (10)"},
+    {"--timeout-keep-alive", NULL, F_KEEP_ALIVE, 1, "SECONDS   idle connections are closed after this (5; env VLLM_HTTP_TIMEOUT_KEEP_ALIVE)"},
+    {"--timeout-request-read", NULL, F_READ_TIMEOUT, 1, "SECONDS   time to send a whole request once its first line arrived (30)"},
+    {"--limit-concurrency", NULL, F_LIMIT_CONC, 1, "N         open connections; past it idle ones are closed, else 503 (from ulimit -n)"},
+    {"--max-seqs-per-request", NULL, F_MAX_SEQS_REQ, 1, "N         prompts x n of one request; more is a 400 (1024)"},
+    {"--max-parse-bytes-in-flight", NULL, F_PARSE_BYTES, 1, "BYTES     request bodies being parsed at once, weighted by their JSON; more get 503 (1G)"},
     {"--enable-auto-tool-choice", NULL, F_AUTO_TOOL, 0, "          parse tool calls out of chat outputs (needs --tool-call-parser)"},
     {"--tool-call-parser", NULL, F_TOOL_PARSER, 1, "NAME      the models' tool-call format: hermes (Qwen2.5, Qwen3), llama3_json (Llama 3.x)"},
     {"--reasoning-parser", NULL, F_REASONING, 1, "NAME      split <think> reasoning from chat answers: deepseek_r1, qwen3"},
@@ -394,6 +400,11 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
     case F_TRUST_REMOTE: return 0; /* nothing remote is ever executed */
     case F_MAX_BODY: return parse_i64(flag, v, 1024, INT64_MAX, &a->max_body_bytes, err, errlen);
     case F_SHUTDOWN: return parse_double(flag, v, 0, 86400, &a->shutdown_timeout, err, errlen);
+    case F_KEEP_ALIVE: return parse_double(flag, v, 0.1, 86400, &a->timeout_keep_alive, err, errlen);
+    case F_READ_TIMEOUT: return parse_double(flag, v, 0.1, 86400, &a->timeout_request_read, err, errlen);
+    case F_LIMIT_CONC: return parse_int(flag, v, 1, 1 << 20, &a->limit_concurrency, err, errlen);
+    case F_MAX_SEQS_REQ: return parse_int(flag, v, 1, 1 << 20, &a->max_seqs_per_request, err, errlen);
+    case F_PARSE_BYTES: return parse_i64(flag, v, 1 << 20, INT64_MAX, &a->max_parse_bytes, err, errlen);
     case F_HELP: a->help = 1; return 0;
     case F_NO_WEBUI: a->no_webui = 1; return 0;
     case F_AUTO_TOOL: a->enable_auto_tool_choice = 1; return 0;
@@ -478,6 +489,13 @@ int xi_serve_args_parse(xi_serve_args *a, int argc, char **argv,
     a->runner = "auto";
     a->max_body_bytes = 32LL << 20;
     a->shutdown_timeout = 10.0;
+    a->timeout_keep_alive = 5.0;
+    a->timeout_request_read = 30.0;
+    a->max_seqs_per_request = 1024;
+    a->max_parse_bytes = 1LL << 30;
+    const char *ka = env_get("VLLM_HTTP_TIMEOUT_KEEP_ALIVE");
+    if (ka && *ka && parse_double("VLLM_HTTP_TIMEOUT_KEEP_ALIVE", ka, 0.1, 86400, &a->timeout_keep_alive, err, errlen))
+        return -1;
     const char *positional = NULL, *model_flag = NULL;
     const int cli = merge_config(a, &argc, &argv, err, errlen);
     if (cli < 0) return -1;

@@ -35,6 +35,11 @@ typedef struct xi_serve_args {
     int no_webui;                   /* --no-webui: no chat page or dashboard */
     int64_t max_body_bytes;         /* request bodies above this get 413 (32 MiB) */
     double shutdown_timeout;        /* seconds in-flight requests may finish after SIGTERM */
+    double timeout_keep_alive;      /* idle connection timeout (5 s) */
+    double timeout_request_read;    /* request line to end of body (30 s) */
+    int limit_concurrency;          /* open connections (0: from RLIMIT_NOFILE) */
+    int max_seqs_per_request;       /* prompts x n (1024) */
+    int64_t max_parse_bytes;        /* weighted bodies being parsed at once (1 GiB) */
     int help;                       /* --help was given: print xi_serve_args_help and exit 0 */
     /* One line each: flags accepted for vLLM compatibility that change nothing here, and how
      * the positional MODEL and --model were resolved. The caller prints them. */

@@ -1,6 +1,7 @@
-/* server: libmicrohttpd daemon, routing, auth and the small endpoints. One thread per
- * connection, so a handler may wait for the engine without holding up other clients; the
- * engine itself never waits for a connection (see completion.c). */
+/* server: libmicrohttpd daemon, routing, auth and the small endpoints. Connections are served
+ * by a few epoll threads (conn_guard.c bounds what each may cost); a handler never waits for
+ * the engine: a request whose answer is not ready suspends its connection, and the engine's
+ * output callback resumes it (see completion.c). */
 #include "server/server_internal.h"
 #include "server/embeddings.h"
 #include "server/webui.h"
@@ -8,6 +9,8 @@
 #include <errno.h>
 #include <jansson.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
+
+enum {
+    XI_HTTP_THREADS = 4,             /* epoll threads serving all connections */
+    XI_SEND_TIMEOUT_S = 60,          /* a client that reads nothing of its answer for this long */
+};
 
 /* ---- helpers shared with completion.c ----------------------------------------------------- */
 
@@ -102,12 +110,27 @@ static enum MHD_Result respond_json(struct MHD_Connection *c, json_t *o) {
     return xi_srv_respond(c, MHD_HTTP_OK, "application/json", s);
 }
 
-int xi_srv_peer_closed(struct MHD_Connection *c) {
+int xi_srv_peer_closed(struct MHD_Connection *c, int eof_gone, int *probed) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 0;
     char b;
     ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    if (n > 0) return 0;
+    if (!probed) return eof_gone;
+    /* EOF after a complete request: a client that only half-closed still reads its answer,
+     * one that is gone answers the next bytes with a reset. An interim 100 Continue (which
+     * HTTP/1.1 clients must skip) is those bytes, sent once, before any response bytes. */
+    if (*probed) {
+        /* the reset moved the socket to CLOSE; recv keeps reporting the EOF */
+        struct tcp_info ti;
+        socklen_t tl = sizeof ti;
+        return !getsockopt(ci->connect_fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) && ti.tcpi_state == TCP_CLOSE;
+    }
+    *probed = 1;
+    static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    return send(ci->connect_fd, probe, sizeof probe - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+           errno != EAGAIN && errno != EWOULDBLOCK;
 }
 
 /* ---- small endpoints ---------------------------------------------------------------------- */
@@ -238,7 +261,9 @@ typedef struct conn_state {
     size_t len, cap;
     int too_big;                     /* body exceeded max_body_bytes: drained, then 413 */
     int answered;                    /* a response was queued before the body was read */
-    xi_job *job;                     /* streaming job, released when the request completes */
+    int over;                        /* the connection came in past --limit-concurrency */
+    int http11;                      /* the request says HTTP/1.1 */
+    xi_job *job;                     /* job answering this request, released when it completes */
 } conn_state;
 
 static int append_body(conn_state *st, const char *data, size_t n, int64_t limit) {
@@ -260,9 +285,71 @@ static enum MHD_Result fail_status(struct MHD_Connection *c, int status, const c
     return xi_srv_respond_error(c, &e);
 }
 
+/* 503 or 429 with Retry-After: the request may well succeed a moment later. */
+enum MHD_Result xi_srv_respond_busy(struct MHD_Connection *c, unsigned status, const char *msg) {
+    xi_oai_error e;
+    xi_oai_fail(&e, (int)status, NULL, "%s", msg);
+    char *body = xi_oai_error_json(&e);
+    if (!body) return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+typedef struct framing {
+    int content_length, chunked;     /* Content-Length headers seen; Transfer-Encoding: chunked */
+    int other_coding;                /* a Transfer-Encoding other than chunked */
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) f->content_length++;
+    else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        if (value && !strcasecmp(value, "chunked")) f->chunked++;
+        else f->other_coding = 1;
+    }
+    return MHD_YES;
+}
+
+/* Request smuggling: a body's length must be stated once, one way (RFC 9112 6.1/6.3). */
+static const char *framing_error(struct MHD_Connection *c) {
+    framing f = {0, 0, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    if (f.content_length > 1) return "more than one Content-Length header";
+    if (f.content_length && (f.chunked || f.other_coding)) return "both Content-Length and Transfer-Encoding";
+    if (f.other_coding || f.chunked > 1) return "unsupported Transfer-Encoding (only one 'chunked')";
+    return NULL;
+}
+
+static int auth_ok(xi_server *s, struct MHD_Connection *c) {
+    if (!s->cfg.n_api_keys) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    return xi_oai_auth_ok(h, s->cfg.api_keys, s->cfg.n_api_keys);
+}
+
 /* Checks that need only the request line and headers: route, method, auth, readiness, size. */
 static int precheck(xi_server *s, struct MHD_Connection *c, const char *url, const char *method,
                     conn_state *st, enum MHD_Result *ret) {
+    const char *bad = framing_error(c);
+    if (bad) {
+        *ret = fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, bad);
+        return 1;
+    }
+    /* vLLM checks the key on every /v1 path before routing: no 404/405 without it */
+    const int v1 = !strncmp(url, "/v1/", 4) || !strcmp(url, "/v1");
+    if (v1 && !auth_ok(s, c)) {
+        *ret = fail_status(c, MHD_HTTP_UNAUTHORIZED, NULL, "Incorrect or missing API key (send `Authorization: Bearer KEY`)");
+        return 1;
+    }
     size_t i;
     int path_seen = 0;
     if (!s->cfg.no_webui && xi_webui_serve(s, c, url, method, ret)) return 1; /* no key needed */
@@ -280,12 +367,14 @@ static int precheck(xi_server *s, struct MHD_Connection *c, const char *url, con
         return 1;
     }
     st->route = routes[i].id;
-    if (routes[i].auth && s->cfg.n_api_keys) {
-        const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-        if (!xi_oai_auth_ok(h, s->cfg.api_keys, s->cfg.n_api_keys)) {
-            *ret = fail_status(c, MHD_HTTP_UNAUTHORIZED, NULL, "Incorrect or missing API key (send `Authorization: Bearer KEY`)");
-            return 1;
-        }
+    if (routes[i].auth && !auth_ok(s, c)) {
+        *ret = fail_status(c, MHD_HTTP_UNAUTHORIZED, NULL, "Incorrect or missing API key (send `Authorization: Bearer KEY`)");
+        return 1;
+    }
+    if (st->over && routes[i].auth) {
+        *ret = xi_srv_respond_busy(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                                   "the server is at its connection limit (--limit-concurrency); retry later");
+        return 1;
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     const long long clen = cl ? strtoll(cl, NULL, 10) : 0;
@@ -332,8 +421,8 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
                            : "The model does not support Completions API (it is served with --runner pooling: use /v1/embeddings)");
     const char *body = st->body ? st->body : "";
     switch (st->route) {
-    case R_CHAT: return xi_job_handle(s, c, 1, body, st->len, &st->job);
-    case R_COMPLETIONS: return xi_job_handle(s, c, 0, body, st->len, &st->job);
+    case R_CHAT: return xi_job_handle(s, c, 1, st->http11, body, st->len, &st->job);
+    case R_COMPLETIONS: return xi_job_handle(s, c, 0, st->http11, body, st->len, &st->job);
     case R_MODELS: return route_models(s, c);
     case R_TOKENIZE: return route_tokenize(s, eng, c, body, st->len);
     case R_DETOKENIZE: return route_detokenize(s, eng, c, body, st->len);
@@ -343,17 +432,25 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
     }
 }
 
+/* MHD_OPTION_URI_LOG_CALLBACK: the request line has arrived, the request's deadline starts. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c) {
+    (void)uri;
+    xi_guard_phase(cls, c, XI_CONN_READING);
+    return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
-    (void)version;
     xi_server *s = cls;
     conn_state *st = *con_cls;
     if (!st) {
         st = calloc(1, sizeof *st);
         if (!st) return MHD_NO;
         *con_cls = st;
+        st->over = xi_guard_phase(s, c, XI_CONN_READING);
+        st->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
         enum MHD_Result ret;
         if (precheck(s, c, url, method, st, &ret)) {
             st->answered = 1;
@@ -367,17 +464,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (st->job) return xi_job_resume(st->job); /* a suspended answer was resumed */
     if (st->answered) return MHD_YES;
     st->answered = 1;
+    xi_guard_phase(s, c, XI_CONN_BUSY);
     return dispatch(s, c, st);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls;
-    (void)c;
     conn_state *st = *con_cls;
     if (!st) return;
+    xi_guard_phase(cls, c, XI_CONN_IDLE); /* keep-alive: the next request's clock starts */
     if (st->job) xi_job_connection_done(st->job, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     free(st->body);
     free(st);
@@ -454,13 +552,34 @@ xi_server *xi_server_start(const xi_server_config *cfg, int listen_fd, char *err
     clock_gettime(CLOCK_REALTIME, &ts);
     s->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^ 0x9e3779b97f4a7c15ULL;
     pthread_mutex_init(&s->mu, NULL);
+    if (s->cfg.limit_concurrency <= 0) s->cfg.limit_concurrency = xi_guard_default_limit();
+    if (s->cfg.timeout_keep_alive <= 0) s->cfg.timeout_keep_alive = 5;
+    if (s->cfg.timeout_request_read <= 0) s->cfg.timeout_request_read = 30;
+    if (s->cfg.max_seqs_per_request <= 0) s->cfg.max_seqs_per_request = 1024;
+    if (s->cfg.max_parse_bytes <= 0) s->cfg.max_parse_bytes = 1LL << 30;
+    if (xi_guard_start(s)) {
+        snprintf(err, errlen, "cannot start the HTTP server's watchdog thread");
+        close(listen_fd);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return NULL;
+    }
+    /* A few epoll threads serve every socket; handlers only parse, template and tokenize
+     * (bounded by the body limit and max_model_len) and never wait for the engine. The
+     * inactivity timeout only matters while answering (a client that stops reading): the
+     * watchdog enforces the tighter deadlines before that. */
+    const unsigned limit = (unsigned)(s->cfg.limit_concurrency + xi_guard_reserve(s->cfg.limit_concurrency));
     s->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC, 0, NULL, NULL,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC, 0, NULL, NULL,
         on_request, s, MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+        on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, xi_guard_notify, s,
+        MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)XI_HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT, limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)XI_SEND_TIMEOUT_S,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "cannot start the HTTP server");
+        xi_guard_stop(s);
         close(listen_fd);
         pthread_mutex_destroy(&s->mu);
         free(s);
@@ -481,11 +600,8 @@ int xi_server_set_engine(xi_server *s, xi_engine *e, char *err, size_t errlen) {
 }
 
 void xi_server_quiesce(xi_server *s) {
+    /* the socket stays open: load balancers read the drain from /health's 503 */
     atomic_store(&s->stopping, 1);
-    if (s->listen_fd < 0) return;
-    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
-    s->listen_fd = -1;
 }
 
 int xi_server_in_flight(xi_server *s) {
@@ -499,9 +615,11 @@ void xi_server_stop(xi_server *s) {
     if (!s || !s->daemon) return;
     atomic_store(&s->stopping, 1);
     atomic_store(&s->closing, 1);
-    MHD_stop_daemon(s->daemon); /* closes the listening socket unless quiesced */
+    xi_job_watch(s); /* resumes every suspended connection: MHD must find none */
+    MHD_stop_daemon(s->daemon); /* closes the listening socket */
     s->daemon = NULL;
     s->listen_fd = -1;
+    xi_guard_stop(s);
 }
 
 void xi_server_free(xi_server *s) {

@@ -1,4 +1,4 @@
-/* server: the HTTP front of `xinfer serve` (libmicrohttpd, one thread per connection).
+/* server: the HTTP front of `xinfer serve` (libmicrohttpd, a few epoll threads).
  * Routes: POST /v1/chat/completions, /v1/completions, /v1/embeddings (embeddings.c),
  * /tokenize, /detokenize; GET /v1/models, /health, /version, /metrics; the web UI's GET /,
  * /dashboard, /webui/NAME (webui.h). The owner (cmd_serve) creates the listening socket, starts
@@ -27,6 +27,12 @@ typedef struct xi_server_config {
     const char *reasoning_parser;    /* split reasoning out of chat outputs, or NULL */
     int pooling;                     /* a pooling model: /v1/embeddings, no completions */
     int no_webui;                    /* no chat page, dashboard or /webui/ (--no-webui) */
+    /* What a client may cost (0: the default). */
+    int limit_concurrency;           /* open connections before eviction / 503 (from RLIMIT_NOFILE) */
+    double timeout_keep_alive;       /* seconds a connection may idle before a request (5) */
+    double timeout_request_read;     /* seconds from a request line to the end of its body (30) */
+    int max_seqs_per_request;        /* prompts x n of one request; more is a 400 (1024) */
+    int64_t max_parse_bytes;         /* bodies being parsed, weighted by their JSON, at once (1 GiB) */
 } xi_server_config;
 
 /* A listening socket on host:port (port 0: a free one, written to *bound_port) or on the
@@ -39,7 +45,7 @@ int xi_server_listen(const char *host, int port, const char *uds, int *bound_por
 xi_server *xi_server_start(const xi_server_config *cfg, int listen_fd, char *err, size_t errlen);
 /* The engine is loaded and started: requests are served from now on. */
 int xi_server_set_engine(xi_server *s, xi_engine *e, char *err, size_t errlen);
-/* Stop accepting connections; requests in flight continue. */
+/* Draining: new completions and /health get 503; requests in flight continue. */
 void xi_server_quiesce(xi_server *s);
 /* Completion requests whose answers are not finished. */
 int xi_server_in_flight(xi_server *s);

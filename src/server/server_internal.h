@@ -13,6 +13,10 @@
 #include "server/server.h"
 
 typedef struct xi_job xi_job;
+typedef struct xi_conn xi_conn;
+
+/* What a connection is doing, for its deadline (conn_guard.c). */
+typedef enum { XI_CONN_IDLE, XI_CONN_READING, XI_CONN_BUSY } xi_conn_phase;
 
 struct xi_server {
     xi_server_config cfg;            /* strings borrowed from the owner */
@@ -28,12 +32,20 @@ struct xi_server {
     xi_job *jobs;                    /* live completion jobs (intrusive list) */
     int n_jobs;                      /* + /v1/embeddings requests being answered */
     uint64_t rng;                    /* request id generator (xorshift) */
+    pthread_mutex_t conn_mu;         /* guards conns, n_conns */
+    xi_conn *conns_head, *conns_tail; /* every open socket, oldest first */
+    int n_conns;
+    pthread_t watchdog;              /* deadlines and suspended jobs (conn_guard.c) */
+    atomic_int watchdog_stop;
+    _Atomic int64_t parse_bytes;     /* bytes charged by requests being parsed (xi_srv_charge) */
 };
 
 /* A complete response with a heap body that MHD frees. */
 enum MHD_Result xi_srv_respond(struct MHD_Connection *c, unsigned status, const char *ctype,
                                char *body);
 enum MHD_Result xi_srv_respond_error(struct MHD_Connection *c, const xi_oai_error *e);
+/* An OpenAI error with Retry-After: 1, for 429/503 a client should retry. */
+enum MHD_Result xi_srv_respond_busy(struct MHD_Connection *c, unsigned status, const char *msg);
 /* Append n bytes to a growable heap string: *data holds [*len] bytes + NUL in [*cap].
  * Returns -1 when out of memory (the string is unchanged). */
 int xi_srv_append(char **data, size_t *len, size_t *cap, const void *src, size_t n);
@@ -43,16 +55,38 @@ json_t *xi_srv_json_text(const char *s, size_t n);
 /* "prefix-<24 hex>" request id into out[40]. */
 void xi_srv_new_id(xi_server *s, const char *prefix, char out[40]);
 
-/* The client of connection c has gone away (checked without blocking). */
-int xi_srv_peer_closed(struct MHD_Connection *c);
+/* The client of connection c has gone away (checked without blocking). An error on the socket
+ * always means gone; EOF means gone when eof_gone and probed is NULL. With probed (HTTP/1.1,
+ * no response bytes sent yet) the first EOF sends a probe that a gone client resets. */
+int xi_srv_peer_closed(struct MHD_Connection *c, int eof_gone, int *probed);
+
+/* ---- conn_guard.c ---- */
+double xi_srv_mono(void);
+/* MHD_OPTION_NOTIFY_CONNECTION: tracks every socket, evicts past --limit-concurrency. */
+void xi_guard_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                     enum MHD_ConnectionNotificationCode code);
+/* The connection enters a phase; returns 1 when it came in over the concurrency limit. */
+int xi_guard_phase(xi_server *s, struct MHD_Connection *c, xi_conn_phase phase);
+/* --limit-concurrency when not given: from RLIMIT_NOFILE; the reserve above it. */
+int xi_guard_default_limit(void);
+int xi_guard_reserve(int limit);
+int xi_guard_open_connections(xi_server *s);
+int xi_guard_start(xi_server *s);
+void xi_guard_stop(xi_server *s);
 
 /* /v1/chat/completions and /v1/completions: parse, tokenize, submit and answer. Sets *job
- * when a job outlives this call (streaming); the caller passes it to xi_job_release. */
-enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
+ * when a job outlives this call (its answer is not complete yet); the connection passes it to
+ * xi_job_resume when resumed and to xi_job_connection_done when the request ends. */
+enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat, int http11,
                               const char *body, size_t len, xi_job **job);
 /* The connection holding job ended (ok: the response was sent completely). */
 void xi_job_connection_done(xi_job *job, int ok);
 /* Abort the job's engine requests that have not finished. */
 void xi_job_abort(xi_job *job);
+/* The connection of a job waiting for its answer was resumed: queue the answer when it is
+ * complete, else suspend again. */
+enum MHD_Result xi_job_resume(xi_job *job);
+/* Watchdog: resume suspended jobs whose client is gone, or all of them once closing. */
+void xi_job_watch(xi_server *s);
 
 #endif
