@@ -260,6 +260,10 @@ void xi_engine_get_stats(xi_engine *e, xi_engine_stats *s);
 /* ids: malloc'ed array the caller frees. Returns the count or -1 (err: e.g. invalid UTF-8). */
 int xi_engine_tokenize(const xi_engine *e, const char *text, int add_special_tokens,
                        int32_t **ids, char *err, size_t errlen);
+/* The same, stopping early once more than max_ids ids are known: a count above max_ids only
+ * says "more than max_ids" (a prompt that cannot fit costs no more than one that just does). */
+int xi_engine_tokenize_limit(const xi_engine *e, const char *text, int add_special_tokens,
+                             int max_ids, int32_t **ids, char *err, size_t errlen);
 /* Returns a malloc'ed string or NULL (an id out of range). */
 char *xi_engine_detokenize(const xi_engine *e, const int32_t *ids, int n, int skip_special,
                            char *err, size_t errlen);

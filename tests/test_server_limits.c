@@ -291,3 +291,52 @@ TEST(test_serve_limits_sequences_per_request_are_capped) {
     free(o);
     stop_engine(s, eng);
 }
+
+/* The parse budget: a body is charged its bytes while it arrives and its JSON elements once
+ * whole. Nested too deep is a 400, more elements than the whole budget a 413, and a body that
+ * does not fit next to the others now a 503 with Retry-After, which passes once they are gone. */
+TEST(test_serve_limits_parse_budget_refuses_with_retry_after) {
+    xi_engine *eng;
+    xi_server_config cfg = {.max_parse_bytes = 4 << 20, .max_body_bytes = 8 << 20};
+    int port;
+    xi_server *s = start_engine(&cfg, &port, &eng);
+    if (!s) return;
+    char *body = malloc(2 << 20);
+    CHECK(body);
+    int n = snprintf(body, 64, "{\"prompt\":");
+    for (int i = 0; i < 200; i++) body[n++] = '[';
+    for (int i = 0; i < 200; i++) body[n++] = ']';
+    strcpy(body + n, "}");
+    char *o = post(port, "/tokenize", body, 0);
+    CHECKF(!strncmp(o, "HTTP/1.1 400", 12) && strstr(o, "nested deeper"), "%.300s", o);
+    free(o);
+    /* 20000 token ids: 10 MB of parsing against a 4 MiB budget */
+    n = snprintf(body, 64, "{\"prompt\":[");
+    for (int i = 0; i < 20000; i++) n += snprintf(body + n, 16, "%s%d", i ? "," : "", 100 + i % 50);
+    strcpy(body + n, "]}");
+    o = post(port, "/tokenize", body, 0);
+    CHECKF(!strncmp(o, "HTTP/1.1 413", 12) && strstr(o, "elements"), "%.300s", o);
+    free(o);
+
+    /* a client announcing 3 MiB holds that much of the budget while it sends */
+    int holder = connect_to(port);
+    CHECK(holder >= 0);
+    char head[200];
+    snprintf(head, sizeof head, "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{\"prompt\":\"", 3 << 20);
+    CHECK(send(holder, head, strlen(head), MSG_NOSIGNAL) > 0);
+    sleep_s(0.2);
+    n = snprintf(body, 64, "{\"prompt\":\"");
+    memset(body + n, 'a', 1200 << 10);
+    strcpy(body + n + (1200 << 10), "\"}");
+    o = post(port, "/tokenize", body, 0);
+    CHECKF(!strncmp(o, "HTTP/1.1 503", 12) && strstr(o, "Retry-After: 1\r\n") && strstr(o, "--max-parse-bytes-in-flight"),
+           "%.300s", o);
+    free(o);
+    close(holder);
+    sleep_s(0.3);
+    o = post(port, "/tokenize", "{\"prompt\":\"Once upon a time\"}", 0);
+    CHECKF(!strncmp(o, "HTTP/1.1 200", 12) && strstr(o, "\"count\":"), "%.300s", o);
+    free(o);
+    free(body);
+    stop_engine(s, eng);
+}

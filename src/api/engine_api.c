@@ -672,6 +672,13 @@ int xi_engine_tokenize(const xi_engine *e, const char *text, int add_special_tok
     return xi_tokenizer_encode(e->tok, text, strlen(text), add_special_tokens, 1, ids, err, errlen);
 }
 
+int xi_engine_tokenize_limit(const xi_engine *e, const char *text, int add_special_tokens,
+                             int max_ids, int32_t **ids, char *err, size_t errlen) {
+    if (!text) return xi_errf(err, errlen, "text: missing");
+    return xi_tokenizer_encode_limit(e->tok, text, strlen(text), add_special_tokens, 1, max_ids, ids,
+                                     err, errlen);
+}
+
 char *xi_engine_detokenize(const xi_engine *e, const int32_t *ids, int n, int skip_special,
                            char *err, size_t errlen) {
     return xi_tokenizer_decode(e->tok, ids, n, skip_special, NULL, err, errlen);

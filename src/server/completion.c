@@ -11,6 +11,7 @@
  * counted: one reference per unfinished sample (dropped by the engine's final event), one for
  * the handler/connection and one for a streaming response. */
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -785,7 +786,9 @@ static int prepare_prompts(xi_job *j, xi_oai_error *e) {
         sub->id = -1;
         const char *text = r->chat ? rendered : r->prompts[i].text;
         if (text) {
-            sub->n_prompt = xi_engine_tokenize(j->eng, text, r->add_special_tokens, &sub->ids, err, sizeof err);
+            /* stops past max_model_len: a 30 MB prompt is refused as fast as a 1 MB one */
+            sub->n_prompt = xi_engine_tokenize_limit(j->eng, text, r->add_special_tokens,
+                                                     max_len > 0 ? max_len : INT_MAX - 1, &sub->ids, err, sizeof err);
             if (sub->n_prompt < 0) {
                 free(rendered);
                 sub->n_prompt = 0;
@@ -812,6 +815,12 @@ static int prepare_prompts(xi_job *j, xi_oai_error *e) {
         if (sub->n_prompt == 0) {
             free(rendered);
             return xi_oai_fail(e, 400, what, "the prompt is empty (0 tokens)");
+        }
+        if (max_len > 0 && sub->n_prompt > max_len) {
+            free(rendered);
+            return xi_oai_fail(e, 400, what,
+                               "This model's maximum context length is %d tokens. However, your %s has more than %d tokens.",
+                               max_len, what, max_len);
         }
         long total = (long)sub->n_prompt + (r->max_tokens > 0 ? r->max_tokens : 0);
         if (max_len > 0 && (total > max_len || sub->n_prompt >= max_len)) {

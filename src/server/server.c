@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -187,9 +188,15 @@ static enum MHD_Result route_tokenize(xi_server *s, xi_engine *eng, struct MHD_C
         text = rendered;
     }
     int32_t *ids = NULL;
-    int n = xi_engine_tokenize(eng, text, t.add_special_tokens, &ids, err, sizeof err);
+    const int max_len = s->info.max_model_len > 0 ? s->info.max_model_len : INT_MAX - 1;
+    int n = xi_engine_tokenize_limit(eng, text, t.add_special_tokens, max_len, &ids, err, sizeof err);
     free(rendered);
     xi_oai_tokenize_free(&t);
+    if (n > max_len) {
+        free(ids);
+        xi_oai_fail(&e, 400, "prompt", "the text has more than max_model_len (%d) tokens", max_len);
+        return xi_srv_respond_error(c, &e);
+    }
     if (n < 0) {
         xi_oai_fail(&e, 400, "prompt", "%s", err);
         return xi_srv_respond_error(c, &e);
@@ -263,17 +270,32 @@ typedef struct conn_state {
     int answered;                    /* a response was queued before the body was read */
     int over;                        /* the connection came in past --limit-concurrency */
     int http11;                      /* the request says HTTP/1.1 */
+    int busy;                        /* the parse budget could not take the body: drained, then 503 */
+    int64_t charged;                 /* bytes charged to the parse budget, returned when parsed */
     xi_job *job;                     /* job answering this request, released when it completes */
 } conn_state;
 
-static int append_body(conn_state *st, const char *data, size_t n, int64_t limit) {
-    if (st->too_big) return 0;
-    if ((int64_t)(st->len + n) > limit) {
+static void drop_body(conn_state *st) {
+    free(st->body);
+    st->body = NULL;
+    st->len = st->cap = 0;
+}
+
+static int append_body(xi_server *s, conn_state *st, const char *data, size_t n) {
+    if (st->too_big || st->busy) return 0;
+    if ((int64_t)(st->len + n) > s->cfg.max_body_bytes) {
         st->too_big = 1;
-        free(st->body);
-        st->body = NULL;
-        st->len = st->cap = 0;
+        drop_body(st);
         return 0;
+    }
+    const int64_t more = (int64_t)(st->len + n) - st->charged; /* chunked, or past the length */
+    if (more > 0) {
+        if (xi_srv_charge(s, more)) {
+            st->busy = 1;
+            drop_body(st);
+            return 0;
+        }
+        st->charged += more;
     }
     return xi_srv_append(&st->body, &st->len, &st->cap, data, n);
 }
@@ -392,6 +414,38 @@ static int precheck(xi_server *s, struct MHD_Connection *c, const char *url, con
         *ret = fail_status(c, MHD_HTTP_CONTENT_TOO_LARGE, NULL, msg);
         return 1;
     }
+    if (!st->too_big && clen > 0) {
+        if (xi_srv_charge(s, clen)) st->busy = 1; /* drained, then 503 */
+        else st->charged = clen;
+    }
+    return 0;
+}
+
+static const char busy_msg[] = "the server is parsing too many request bytes at once "
+                               "(--max-parse-bytes-in-flight); retry later";
+
+/* The body's JSON, weighed before it is parsed: too deep is a 400, more than the whole budget
+ * a 413, more than what is left of it now a 503. Returns 1 with *ret set when refused. */
+static int weigh_body(xi_server *s, struct MHD_Connection *c, conn_state *st, enum MHD_Result *ret) {
+    int64_t elements;
+    char msg[200];
+    if (xi_srv_json_shape(st->body ? st->body : "", st->len, &elements) > XI_JSON_MAX_DEPTH) {
+        snprintf(msg, sizeof msg, "the JSON body is nested deeper than %d levels", XI_JSON_MAX_DEPTH);
+        *ret = fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, msg);
+        return 1;
+    }
+    const int64_t extra = elements * XI_JSON_ELEMENT_COST;
+    if (st->charged + extra > s->cfg.max_parse_bytes) {
+        snprintf(msg, sizeof msg, "the JSON body has %lld elements, more than the server parses at once "
+                 "(--max-parse-bytes-in-flight %lld)", (long long)elements, (long long)s->cfg.max_parse_bytes);
+        *ret = fail_status(c, MHD_HTTP_CONTENT_TOO_LARGE, NULL, msg);
+        return 1;
+    }
+    if (xi_srv_charge(s, extra)) {
+        *ret = xi_srv_respond_busy(c, MHD_HTTP_SERVICE_UNAVAILABLE, busy_msg);
+        return 1;
+    }
+    st->charged += extra;
     return 0;
 }
 
@@ -407,6 +461,7 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
         snprintf(msg, sizeof msg, "request body is over the limit of %lld bytes", (long long)s->cfg.max_body_bytes);
         return fail_status(c, MHD_HTTP_CONTENT_TOO_LARGE, NULL, msg);
     }
+    if (st->busy) return xi_srv_respond_busy(c, MHD_HTTP_SERVICE_UNAVAILABLE, busy_msg);
     xi_engine *eng = atomic_load(&s->engine);
     if (st->route == R_HEALTH)
         return xi_srv_respond(c, eng && !atomic_load(&s->stopping) ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
@@ -420,6 +475,8 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
                            ? "The model does not support Chat Completions API (it is served with --runner pooling: use /v1/embeddings)"
                            : "The model does not support Completions API (it is served with --runner pooling: use /v1/embeddings)");
     const char *body = st->body ? st->body : "";
+    enum MHD_Result ret;
+    if (st->route != R_MODELS && st->route != R_METRICS && weigh_body(s, c, st, &ret)) return ret;
     switch (st->route) {
     case R_CHAT: return xi_job_handle(s, c, 1, st->http11, body, st->len, &st->job);
     case R_COMPLETIONS: return xi_job_handle(s, c, 0, st->http11, body, st->len, &st->job);
@@ -459,8 +516,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_data_size) {
-        if (!st->answered && append_body(st, upload_data, *upload_data_size, s->cfg.max_body_bytes))
-            return MHD_NO;
+        if (!st->answered && append_body(s, st, upload_data, *upload_data_size)) return MHD_NO;
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -468,7 +524,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (st->answered) return MHD_YES;
     st->answered = 1;
     xi_guard_phase(s, c, XI_CONN_BUSY);
-    return dispatch(s, c, st);
+    enum MHD_Result ret = dispatch(s, c, st);
+    /* parsed, templated and tokenized by now: what the request keeps is its own */
+    xi_srv_uncharge(s, st->charged);
+    st->charged = 0;
+    drop_body(st);
+    return ret;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -476,6 +537,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn_state *st = *con_cls;
     if (!st) return;
     xi_guard_phase(cls, c, XI_CONN_IDLE); /* keep-alive: the next request's clock starts */
+    xi_srv_uncharge(cls, st->charged);
     if (st->job) xi_job_connection_done(st->job, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     free(st->body);
     free(st);

@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -703,15 +704,16 @@ static int ids_push(id_list *l, int32_t id, char *err, size_t errlen) {
     return 0;
 }
 
+/* Stops between words once out holds more than max_ids ids (the caller only needs to know). */
 static int encode_plain(const xi_tokenizer *t, const char *text, size_t len, int at_start,
-                        xi_regex_ws *ws, id_list *out, char *err, size_t errlen) {
+                        xi_regex_ws *ws, id_list *out, int max_ids, char *err, size_t errlen) {
     if (!len) return 0;
     xi_buf words = {0};
     size_t *ends = NULL;
     int n = 0;
     if (xi_pretok_run(t, text, len, at_start, ws, &words, &ends, &n, err, errlen)) return -1;
     int rc = 0;
-    for (int i = 0; i < n && !rc; i++) {
+    for (int i = 0; i < n && !rc && out->n <= max_ids; i++) {
         size_t start = i ? ends[i - 1] : 0;
         if (xi_bpe_word(t, words.data + start, ends[i] - start, &out->ids, &out->n, &out->cap))
             rc = xi_errf(err, errlen, "out of memory");
@@ -745,7 +747,35 @@ static const xi_added_token *match_added(const xi_tokenizer *t, const char *text
 
 int xi_tokenizer_encode(const xi_tokenizer *t, const char *text, size_t len, int add_special,
                         int parse_special, int32_t **ids, char *err, size_t errlen) {
+    return xi_tokenizer_encode_limit(t, text, len, add_special, parse_special, INT_MAX - 1, ids, err, errlen);
+}
+
+/* A text of len bytes has more than max_ids tokens for certain when even the longest token
+ * could not cover it: every token's vocabulary string is at least as long as the bytes it
+ * stands for (byte-level, metaspace and <0xNN> forms only grow), and the normalisers shrink
+ * text by a bounded factor (NFC composes at most 3 bytes into 1, lowercase maps the 3-byte
+ * Kelvin sign to 'k'). Pipelines that may drop text (Replace with a shorter string, Split
+ * with behaviour removed) get no bound. */
+static int surely_over(const xi_tokenizer *t, size_t len, int max_ids) {
+    if (len / 16 <= (size_t)max_ids) return 0; /* cheap enough to tokenize and count */
+    double shrink = 1;
+    for (int i = 0; i < t->n_norm; i++) {
+        const xi_norm_step *n = &t->norm[i];
+        if (n->kind == XI_NORM_UNICODE || n->kind == XI_NORM_LOWERCASE) shrink *= 3;
+        else if (n->kind == XI_NORM_REPLACE && strlen(n->b) < strlen(n->a)) return 0;
+    }
+    for (int i = 0; i < t->n_pre; i++)
+        if (t->pre[i].kind == XI_PRE_SPLIT && t->pre[i].behavior == XI_SPLIT_REMOVED) return 0;
+    uint32_t longest = 1;
+    for (int i = 0; i < t->n_vocab; i++)
+        if (t->tokens[i] && t->token_lens[i] > longest) longest = t->token_lens[i];
+    return (double)len > ((double)max_ids + 1) * longest * shrink;
+}
+
+int xi_tokenizer_encode_limit(const xi_tokenizer *t, const char *text, size_t len, int add_special,
+                              int parse_special, int max_ids, int32_t **ids, char *err, size_t errlen) {
     *ids = NULL;
+    if (surely_over(t, len, max_ids)) return max_ids + 1;
     long bad = xi_utf8_first_invalid((const unsigned char *)text, len);
     if (bad >= 0)
         return xi_errf(err, errlen, "input text is not valid UTF-8 at byte %ld (0x%02x)", bad,
@@ -757,7 +787,7 @@ int xi_tokenizer_encode(const xi_tokenizer *t, const char *text, size_t len, int
         rc = ids_push(&out, t->prefix_ids[k], err, errlen);
     /* Added tokens split the text first; the plain runs between them go through the pipeline. */
     size_t seg = 0;
-    for (size_t i = 0; i < len && !rc;) {
+    for (size_t i = 0; i < len && !rc && out.n <= max_ids;) {
         const xi_added_token *a = t->n_added ? match_added(t, text, len, i, parse_special) : NULL;
         if (!a) {
             i++;
@@ -766,15 +796,15 @@ int xi_tokenizer_encode(const xi_tokenizer *t, const char *text, size_t len, int
         size_t seg_end = i;
         if (a->lstrip)
             while (seg_end > seg && is_space((unsigned char)text[seg_end - 1])) seg_end--;
-        rc = encode_plain(t, text + seg, seg_end - seg, seg == 0, &ws, &out, err, errlen);
+        rc = encode_plain(t, text + seg, seg_end - seg, seg == 0, &ws, &out, max_ids, err, errlen);
         if (!rc) rc = ids_push(&out, a->id, err, errlen);
         i += a->len;
         if (a->rstrip)
             while (i < len && is_space((unsigned char)text[i])) i++;
         seg = i;
     }
-    if (!rc && seg < len)
-        rc = encode_plain(t, text + seg, len - seg, seg == 0, &ws, &out, err, errlen);
+    if (!rc && seg < len && out.n <= max_ids)
+        rc = encode_plain(t, text + seg, len - seg, seg == 0, &ws, &out, max_ids, err, errlen);
     for (int k = 0; add_special && k < t->n_suffix && !rc; k++)
         rc = ids_push(&out, t->suffix_ids[k], err, errlen);
     xi_regex_ws_free(&ws);

@@ -30,6 +30,11 @@ int xi_tokenizer_vocab_size(const xi_tokenizer *t);
  * added tokens are always matched, as in Hugging Face and llama.cpp. */
 int xi_tokenizer_encode(const xi_tokenizer *t, const char *text, size_t len, int add_special,
                         int parse_special, int32_t **ids, char *err, size_t errlen);
+/* The same, but it may stop once more than max_ids ids are certain: a count <= max_ids is the
+ * exact encoding; a count > max_ids only says "more than max_ids" (*ids is then a prefix of
+ * the encoding, or NULL when the length of the text alone decided it). */
+int xi_tokenizer_encode_limit(const xi_tokenizer *t, const char *text, size_t len, int add_special,
+                              int parse_special, int max_ids, int32_t **ids, char *err, size_t errlen);
 
 /* Ids to malloc'ed NUL-terminated text (invalid UTF-8 byte runs become U+FFFD); NULL with err
  * for an id out of range. skip_special drops special tokens. *out_len may be NULL. */
