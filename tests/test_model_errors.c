@@ -161,3 +161,24 @@ TEST(test_llama3_and_yarn_rope_configs_load) {
         free(dir);
     }
 }
+
+/* Values that would load and then fail every request are refused at load, each naming the
+ * value and its range (rope_theta -1 used to load and answer 500s; hidden_size 2^31 was "not
+ * a non-negative integer"). */
+TEST(test_config_values_out_of_range_name_the_value) {
+    static const struct { const char *from, *to, *want; } cases[] = {
+        {"\"rope_theta\": 10000.0", "\"rope_theta\": -1", "rope_theta -1 is out of range"},
+        {"\"rope_theta\": 10000.0", "\"rope_theta\": 0", "rope_theta 0 is out of range"},
+        {"\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": -1e-05", "rms_norm_eps -1e-05 is out of range"},
+        {"\"hidden_size\": 64", "\"hidden_size\": 2147483648", "\"hidden_size\" 2147483648 is out of range"},
+    };
+    for (size_t i = 0; i < XI_ARRAY_LEN(cases); i++) {
+        char err[512] = "";
+        char *cfg = config_with(cases[i].from, cases[i].to);
+        char *dir = make_model("range", cfg, NULL);
+        CHECKF(load_fails(dir, err, sizeof err), "%s loaded", cases[i].to);
+        CHECKF(strstr(err, cases[i].want) && strstr(err, "config.json"), "%s: %s", cases[i].to, err);
+        free(cfg);
+        free(dir);
+    }
+}

@@ -17,8 +17,11 @@ int xi_config_get_int(json_t *o, const char *key, int *out, int required, const 
         if (required) return xi_errf(err, errlen, "%s: missing \"%s\"", file, key);
         return 0;
     }
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1 << 30))
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
         return xi_errf(err, errlen, "%s: \"%s\" must be a non-negative integer", file, key);
+    if (json_integer_value(v) > (1 << 30))
+        return xi_errf(err, errlen, "%s: \"%s\" %lld is out of range (at most 2^30)", file, key,
+                       (long long)json_integer_value(v));
     *out = (int)json_integer_value(v);
     return 0;
 }
@@ -233,6 +236,12 @@ int xi_config_load(xi_config *c, const char *dir, char *err, size_t errlen) {
     }
     if (c->head_dim <= 0 || c->head_dim % 2) {
         xi_errf(err, errlen, "%s: head_dim %d must be positive and even", path, c->head_dim);
+        goto out;
+    }
+    if (!(theta > 0 && theta < 1e30) || !(eps > 0 && eps < 1)) {
+        xi_errf(err, errlen, !(theta > 0 && theta < 1e30) ? "%s: rope_theta %g is out of range (it must be > 0)"
+                                                          : "%s: rms_norm_eps %g is out of range (0 < eps < 1)",
+                path, !(theta > 0 && theta < 1e30) ? theta : eps);
         goto out;
     }
     c->rms_norm_eps = (float)eps;
