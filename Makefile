@@ -127,8 +127,14 @@ test: $(BIN) $(TESTBIN) $(TOOLS) $(MPI_PLUGIN)
 
 bench: $(BENCHES) $(TOOLS) $(BIN)
 
+# Mixed streaming load with disconnects and slow sockets for SOAK_SECONDS, RSS and descriptors
+# sampled, a verdict at the end (CI runs 60 s).
+SOAK_SECONDS ?= 300
+soak: $(BIN)
+	XINFER_TEST_DATA=$(XINFER_TEST_DATA) node tests/soak/soak.mjs --bin $(BIN) --seconds $(SOAK_SECONDS)
+
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all test bench clean dist FORCE
+.PHONY: all test bench soak clean dist FORCE
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -17,6 +17,7 @@
 #include "server/server_internal.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -120,9 +121,21 @@ int xi_guard_open_connections(xi_server *s) {
     return n;
 }
 
+/* glibc keeps what a burst of requests freed (1000 streams: 126 MB -> 324 MB, no leak), so
+ * once nothing is in flight the heap's free pages go back to the system. */
+static void trim_when_idle(xi_server *s, int *busy_since_trim) {
+    const int idle = xi_server_in_flight(s) == 0 && atomic_load(&s->parse_bytes) == 0;
+    if (!idle) *busy_since_trim = 1;
+    else if (*busy_since_trim) {
+        *busy_since_trim = 0;
+        malloc_trim(0);
+    }
+}
+
 static void *watchdog(void *arg) {
     xi_server *s = arg;
     const struct timespec tick = {0, 50 * 1000000L};
+    int busy_since_trim = 0;
     while (!atomic_load(&s->watchdog_stop)) {
         double now = xi_srv_mono();
         pthread_mutex_lock(&s->conn_mu);
@@ -133,6 +146,7 @@ static void *watchdog(void *arg) {
         }
         pthread_mutex_unlock(&s->conn_mu);
         xi_job_watch(s);
+        trim_when_idle(s, &busy_since_trim);
         nanosleep(&tick, NULL);
     }
     return NULL;
