@@ -183,6 +183,9 @@ typedef struct xi_request_params {
     int normalize;                  /* pooling: L2-normalise the vector (1) */
     int dimensions;                 /* pooling: keep the first this many values, before
                                        normalising (matryoshka); 0: all hidden_size */
+    int64_t client;                 /* requests with the same non-zero value are one client to
+                                       the scheduler's fairness (the server: one HTTP request);
+                                       0: this request alone */
 } xi_request_params;
 
 void xi_request_params_default(xi_request_params *p);

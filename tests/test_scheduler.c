@@ -422,3 +422,39 @@ TEST(test_scheduler_without_chunking_splits_only_what_can_never_fit) {
     rmreq(small);
     env_free(&e);
 }
+
+/* Fairness: a client holding every slot (one HTTP request of many sequences) with more
+ * waiting cannot keep a newcomer out: the newcomer is planned within two steps, one of the big
+ * client's sequences is preempted for it, and the big client keeps the other slots. */
+TEST(test_scheduler_large_client_cannot_hold_a_small_one) {
+    env e;
+    CHECK(env_init(&e, 256, 4, 64, 1024, 1, 0) == 0);
+    xi_request *big[12], *small;
+    for (int i = 0; i < 12; i++) {
+        CHECK(big[i] = mkreq(i, 4, 10 + i, 1000));
+        big[i]->client = 100;
+        xi_sched_add(&e.s, big[i]);
+    }
+    for (int step = 0; step < 3; step++) {
+        CHECK_EQ(xi_sched_schedule(&e.s), 4); /* alone, it may use every slot */
+        step_update(&e.s, 7);
+    }
+    CHECK(small = mkreq(50, 4, 200, 3));
+    small->client = 200;
+    xi_sched_add(&e.s, small);
+    int steps = 0;
+    while (planned(&e.s, small) < 0 && steps < 5) {
+        xi_sched_schedule(&e.s);
+        step_update(&e.s, 7);
+        steps++;
+    }
+    CHECKF(steps <= 2, "the small request waited %d steps", steps);
+    CHECK_EQ(e.s.num_preemptions, 1);
+    CHECK_EQ(e.s.n_running, 4);
+    int of_big = 0;
+    for (int i = 0; i < e.s.n_running; i++) of_big += e.s.running[i]->client == 100;
+    CHECK_EQ(of_big, 3);
+    for (int i = 0; i < 12; i++) rmreq(big[i]);
+    rmreq(small);
+    env_free(&e);
+}

@@ -340,3 +340,79 @@ TEST(test_serve_limits_parse_budget_refuses_with_retry_after) {
     free(body);
     stop_engine(s, eng);
 }
+
+/* Amplification: one request of 1024 sequences (8 prompts x n=128, 64 tokens each) on an
+ * engine running 8 at a time cannot hold a bystander's 4-token request: it is answered within
+ * a second while the big one is still far from done (it used to wait for all of it). */
+TEST(test_serve_limits_one_large_request_cannot_hold_a_small_one) {
+    char err[512] = "";
+    xi_engine_params p;
+    xi_engine_params_default(&p);
+    p.model_dir = xi_test_data("models/stories260K");
+    p.kv_cache_memory_bytes = 4 << 20;
+    p.n_threads = 1;
+    p.max_num_seqs = 8;
+    xi_engine *eng = xi_engine_open(&p, err, sizeof err);
+    CHECKF(eng && !xi_engine_start(eng, err, sizeof err), "%s", err);
+    xi_server_config cfg = {0};
+    int port;
+    xi_server *s = start_cfg(&cfg, &port);
+    CHECK(s && !xi_server_set_engine(s, eng, err, sizeof err));
+
+    const char *big = "{\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\"],\"n\":128,\"max_tokens\":64,"
+                      "\"ignore_eos\":true,\"temperature\":1,\"seed\":1}";
+    char req[512];
+    snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s", strlen(big), big);
+    int attacker = connect_to(port);
+    CHECK(attacker >= 0 && send(attacker, req, strlen(req), MSG_NOSIGNAL) > 0);
+    xi_engine_stats st = {0};
+    for (int i = 0; i < 100 && st.num_running < 8; i++) {
+        sleep_s(0.02);
+        xi_engine_get_stats(eng, &st);
+    }
+    CHECK_EQ(st.num_running, 8);
+    const double t0 = now_s();
+    char *o = post(port, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4,\"ignore_eos\":true}", 0);
+    const double took = now_s() - t0;
+    xi_engine_get_stats(eng, &st);
+    CHECKF(!strncmp(o, "HTTP/1.1 200", 12) && strstr(o, "\"completion_tokens\":4"), "%.300s", o);
+    free(o);
+    CHECKF(took < 1.0, "the bystander waited %.2f s", took);
+    CHECKF(st.num_waiting > 500, "the big request was nearly done already (%d waiting)", st.num_waiting);
+    fprintf(stderr, "    bystander answered in %.0f ms with %d of the big request's sequences waiting\n", took * 1e3,
+            st.num_waiting);
+    close(attacker);
+    for (int i = 0; i < 200 && (st.num_running || st.num_waiting); i++) {
+        sleep_s(0.02);
+        xi_engine_get_stats(eng, &st);
+    }
+    CHECK_EQ(st.num_running + st.num_waiting, 0);
+    stop_engine(s, eng);
+}
+
+/* A prompt far over max_model_len is refused without tokenizing all of it, on completions
+ * and /tokenize alike; the message says it has more tokens than the limit. */
+TEST(test_serve_limits_long_prompt_is_refused_by_its_token_count) {
+    xi_engine *eng;
+    xi_server_config cfg = {.max_body_bytes = 8 << 20};
+    int port;
+    xi_server *s = start_engine(&cfg, &port, &eng);
+    if (!s) return;
+    const size_t n = 4u << 20;
+    char *body = malloc(n + 64);
+    CHECK(body);
+    size_t at = (size_t)snprintf(body, 64, "{\"prompt\":\"");
+    for (size_t i = 0; at < n; i++) at += (size_t)snprintf(body + at, 16, "%s ", i % 3 ? "upon" : "time");
+    strcpy(body + at, "\"}");
+    double t0 = now_s();
+    char *o = post(port, "/v1/completions", body, 0);
+    const double took = now_s() - t0;
+    CHECKF(!strncmp(o, "HTTP/1.1 400", 12) && strstr(o, "more than 512 tokens"), "%.300s", o);
+    free(o);
+    o = post(port, "/tokenize", body, 0);
+    CHECKF(!strncmp(o, "HTTP/1.1 400", 12) && strstr(o, "more than max_model_len (512)"), "%.300s", o);
+    free(o);
+    fprintf(stderr, "    4 MB prompt refused in %.0f ms\n", took * 1e3);
+    free(body);
+    stop_engine(s, eng);
+}

@@ -50,6 +50,7 @@ xi_group *xi_group_new(const xi_request_params *p, const int32_t *prompt, int n_
     g->normalize = p->normalize;
     g->dimensions = p->dimensions;
     g->guide_json = p->json_object || p->guide == XI_GUIDE_JSON_OBJECT || p->guide == XI_GUIDE_JSON_SCHEMA;
+    g->client = p->client;
     if (p->cache_salt && *p->cache_salt) ok = ok && (g->cache_salt = xi_strdup(p->cache_salt));
     g->guide_kind = p->guide ? (int)p->guide : p->json_object ? XI_GUIDE_JSON_OBJECT : 0;
     if (g->guide_kind) ok = ok && (g->guide_src = xi_strdup(p->guide_src ? p->guide_src : ""));
@@ -425,6 +426,7 @@ void xi_core_add(xi_core *c, xi_group *g) {
                                            max_len, c->p.block_size, g->cache_salt, NULL, 0) == 0;
         if (g->grammar && xi_grammar_state_init(g->grammar, &s->gs)) ok = 0;
         s->req.user = s;
+        s->req.client = g->client ? g->client : g->id;
         xi_detok_init(&s->detok, c->tok, g->skip_special);
         xi_detok_prime(&s->detok, g->prompt, g->n_prompt);
         /* room for the usual text up front, so decode steps rarely grow it */

@@ -54,6 +54,7 @@ typedef struct xi_seq {
 /* A submitted request: everything copied out of xi_request_params at submit. */
 struct xi_group {
     int64_t id;
+    int64_t client;         /* fairness: xi_request_params.client, else id */
     xi_output_fn fn;
     void *user;
     int32_t *prompt;        /* [n_prompt] owned */

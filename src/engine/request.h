@@ -39,6 +39,7 @@ typedef struct xi_request_limits {
 
 typedef struct xi_request {
     int64_t id;
+    int64_t client;          /* fairness: requests of one client share it; 0: none */
     xi_req_status status;
     xi_req_finish finish;
     int32_t stop_token;      /* the stop token id that finished it, else -1 (also for EOS) */

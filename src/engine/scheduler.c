@@ -87,8 +87,11 @@ static void plan_add(xi_scheduler *s, xi_request *r, int n_tokens) {
     o->total_tokens += n_tokens;
 }
 
-static void preempt_newest(xi_scheduler *s) {
-    xi_request *victim = s->running[--s->n_running];
+/* running[i] gives its blocks back and waits again at the front. */
+static void preempt_at(xi_scheduler *s, int i) {
+    xi_request *victim = s->running[i];
+    memmove(s->running + i, s->running + i + 1, (size_t)(s->n_running - i - 1) * sizeof *s->running);
+    s->n_running--;
     xi_kv_manager_free_request(s->kv, victim);
     victim->status = XI_REQ_PREEMPTED;
     victim->num_computed = 0;
@@ -98,10 +101,59 @@ static void preempt_newest(xi_scheduler *s) {
     wait_push_front(s, victim);
 }
 
+/* ---- fairness ---------------------------------------------------------------------------
+ * A client (one HTTP request: up to --max-seqs-per-request sequences) may hold at most half of
+ * max_num_seqs while another client waits. Admission takes the first waiting request whose
+ * client is under that share (FCFS among those; plain FCFS when there is none), and when every
+ * slot is taken, the newest running sequence of a client over its share makes room for it.
+ * Both read only the queues, so a run stays deterministic; requests without a client (0) are
+ * each their own and see plain FCFS. */
+
+enum { FAIR_SCAN = 4096 }; /* waiting requests looked at per decision */
+
+static int fair_share(const xi_scheduler *s) { return XI_MAX(1, s->p.max_num_seqs / 2); }
+
+static int running_of(const xi_scheduler *s, int64_t client) {
+    int n = 0;
+    for (int i = 0; i < s->n_running; i++) n += s->running[i]->client == client;
+    return n;
+}
+
+/* The first waiting request whose client holds less than its share, or NULL. */
+static xi_request *fair_candidate(const xi_scheduler *s) {
+    int64_t over[16];
+    int n_over = 0, scanned = 0;
+    for (xi_request *r = s->wait_head; r && scanned < FAIR_SCAN; r = r->next, scanned++) {
+        if (!r->client) return r;
+        int known = 0;
+        for (int k = 0; k < n_over && !known; k++) known = over[k] == r->client;
+        if (known) continue;
+        if (running_of(s, r->client) < fair_share(s)) return r;
+        if (n_over < 16) over[n_over++] = r->client;
+    }
+    return NULL;
+}
+
+/* Every slot taken while a client under its share waits: preempt the newest running sequence
+ * of a client over its share (it waits again, at the front, behind the fair candidate). */
+static void make_room(xi_scheduler *s) {
+    if (s->n_running < s->p.max_num_seqs || !s->wait_head) return;
+    const xi_request *cand = fair_candidate(s);
+    if (!cand || !cand->client) return;
+    for (int i = s->n_running - 1; i >= 0; i--) {
+        const int64_t c = s->running[i]->client;
+        if (c && c != cand->client && running_of(s, c) > fair_share(s)) {
+            preempt_at(s, i);
+            return;
+        }
+    }
+}
+
 int xi_sched_schedule(xi_scheduler *s) {
     xi_sched_out *o = &s->out;
     o->n = o->total_tokens = o->n_preempted = 0;
     int budget = s->p.max_num_batched_tokens;
+    make_room(s);
 
     /* Running requests first, oldest first. */
     for (int i = 0; i < s->n_running && budget > 0;) {
@@ -120,7 +172,7 @@ int xi_sched_schedule(xi_scheduler *s) {
             /* Out of blocks: the newest running request (never one planned already, those
              * sit before i) gives its blocks back, possibly r itself. */
             int victim_is_r = s->running[s->n_running - 1] == r;
-            preempt_newest(s);
+            preempt_at(s, s->n_running - 1);
             if (victim_is_r) break;
         }
         if (!ok) break;
@@ -131,7 +183,8 @@ int xi_sched_schedule(xi_scheduler *s) {
 
     /* Then waiting requests, FCFS, unless this step had to preempt. */
     while (!o->n_preempted && s->wait_head && budget > 0 && s->n_running < s->p.max_num_seqs) {
-        xi_request *r = s->wait_head;
+        xi_request *r = fair_candidate(s);
+        if (!r) r = s->wait_head;
         int n_hit = xi_kv_manager_get_computed_blocks(s->kv, r, s->hit_blocks);
         int hit_tokens = n_hit * s->kv->block_size;
         int n_new = r->n_tokens - hit_tokens;

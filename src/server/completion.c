@@ -794,6 +794,12 @@ static int prepare_prompts(xi_job *j, xi_oai_error *e) {
                 sub->n_prompt = 0;
                 return xi_oai_fail(e, 400, r->chat ? "messages" : "prompt", "%s", err);
             }
+            if (max_len > 0 && sub->n_prompt > max_len) { /* tokenization stopped there */
+                free(rendered);
+                return xi_oai_fail(e, 400, r->chat ? "messages" : "prompt",
+                                   "This model's maximum context length is %d tokens. However, your %s has more "
+                                   "than %d tokens, over the limit.", max_len, r->chat ? "messages" : "prompt", max_len);
+            }
             if (r->echo) sub->echo_text = strdup(text);
         } else {
             sub->n_prompt = r->prompts[i].n_ids;
@@ -815,12 +821,6 @@ static int prepare_prompts(xi_job *j, xi_oai_error *e) {
         if (sub->n_prompt == 0) {
             free(rendered);
             return xi_oai_fail(e, 400, what, "the prompt is empty (0 tokens)");
-        }
-        if (max_len > 0 && sub->n_prompt > max_len) {
-            free(rendered);
-            return xi_oai_fail(e, 400, what,
-                               "This model's maximum context length is %d tokens. However, your %s has more than %d tokens.",
-                               max_len, what, max_len);
         }
         long total = (long)sub->n_prompt + (r->max_tokens > 0 ? r->max_tokens : 0);
         if (max_len > 0 && (total > max_len || sub->n_prompt >= max_len)) {
@@ -845,6 +845,7 @@ static int submit_all(xi_job *j, xi_oai_error *e) {
         p.prompt = NULL;
         p.prompt_ids = sub->ids;
         p.n_prompt_ids = sub->n_prompt;
+        p.client = (int64_t)(uintptr_t)j; /* one client to the scheduler's fairness */
         /* the final events may arrive before submit returns: count them in first */
         pthread_mutex_lock(&j->mu);
         j->refs += j->req.n;
