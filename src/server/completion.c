@@ -767,7 +767,8 @@ static int prepare_prompts(xi_job *j, xi_oai_error *e) {
         rendered = xi_engine_apply_chat_template(j->eng, r->messages_json, r->tools_json,
                                                  r->add_generation_prompt,
                                                  r->continue_final_message, err, sizeof err);
-        if (!rendered) return xi_oai_fail(e, 400, "messages", "%s", err);
+        /* the renders in progress filled the server's template budget: a retry may pass */
+        if (!rendered) return xi_oai_fail(e, strstr(err, "retry later") ? 503 : 400, "messages", "%s", err);
     }
     int n_prompts = r->chat ? 1 : r->n_prompts;
     j->subs = calloc((size_t)n_prompts, sizeof *j->subs);

@@ -181,7 +181,7 @@ static enum MHD_Result route_tokenize(xi_server *s, xi_engine *eng, struct MHD_C
                                                  t.add_generation_prompt,
                                                  t.continue_final_message, err, sizeof err);
         if (!rendered) {
-            xi_oai_fail(&e, 400, "messages", "%s", err);
+            xi_oai_fail(&e, strstr(err, "retry later") ? 503 : 400, "messages", "%s", err);
             xi_oai_tokenize_free(&t);
             return xi_srv_respond_error(c, &e);
         }

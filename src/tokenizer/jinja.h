@@ -43,6 +43,12 @@ typedef struct xi_jinja_limits {
 
 void xi_jinja_limits_default(xi_jinja_limits *l); /* 16 MiB, 256 MiB, 2M steps, 64 deep */
 
+/* All renders in progress together may hold at most this many bytes (default 1 GiB), so many
+ * requests rendering at once cannot add up what each alone is allowed (max_memory); a render
+ * that finds it full fails with a message that ends "retry later". Any thread. */
+void xi_jinja_set_shared_budget(size_t bytes);
+size_t xi_jinja_shared_in_use(void);
+
 xi_jinja *xi_jinja_parse(const char *src, char *err, size_t errlen);
 void xi_jinja_free(xi_jinja *t);
 
@@ -65,6 +71,9 @@ typedef struct jarena_chunk jarena_chunk;
 typedef struct jarena {
     jarena_chunk *head;
     size_t total, limit;        /* bytes handed out / allowed */
+    int shared;                 /* a render's: its chunks also count against the process-wide
+                                   budget of every render in progress */
+    int shared_full;            /* the last failure was that budget's */
 } jarena;
 
 /* ---- values ---- */

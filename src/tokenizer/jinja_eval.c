@@ -736,6 +736,7 @@ char *xi_jinja_render(const xi_jinja *t, const xi_jinja_render_opts *o, size_t *
     c->errlen = errlen;
     c->with_strftime_now = o->with_strftime_now;
     ja_init(&c->ar, c->lim.max_memory);
+    c->ar.shared = 1;
     if (setjmp(c->jb)) {
         ja_free(&c->ar);
         free(c);

@@ -1,6 +1,7 @@
 /* jinja_value: the render arena, values with Python semantics (truth, equality, str, repr),
  * conversion from JSON and json.dumps-compatible serialisation. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,15 +18,22 @@ struct jarena_chunk {
     _Alignas(16) unsigned char data[];
 };
 
+static _Atomic size_t shared_in_use, shared_budget = (size_t)1 << 30;
+
+void xi_jinja_set_shared_budget(size_t bytes) { atomic_store(&shared_budget, bytes); }
+size_t xi_jinja_shared_in_use(void) { return atomic_load(&shared_in_use); }
+
 void ja_init(jarena *a, size_t limit) {
     a->head = NULL;
     a->total = 0;
     a->limit = limit;
+    a->shared = a->shared_full = 0;
 }
 
 void ja_free(jarena *a) {
     for (jarena_chunk *c = a->head, *next; c; c = next) {
         next = c->next;
+        if (a->shared) atomic_fetch_sub(&shared_in_use, c->size);
         free(c);
     }
     a->head = NULL;
@@ -41,8 +49,16 @@ void *ja_alloc(jarena *a, size_t n) {
         /* Chunks grow with the arena so a big render needs few mallocs. */
         size_t size = a->total < (1u << 20) ? 64u << 10 : 1u << 20;
         if (size < n) size = n;
+        if (a->shared && atomic_fetch_add(&shared_in_use, size) + size > atomic_load(&shared_budget)) {
+            atomic_fetch_sub(&shared_in_use, size);
+            a->shared_full = 1;
+            return NULL;
+        }
         c = malloc(sizeof *c + size);
-        if (!c) return NULL;
+        if (!c) {
+            if (a->shared) atomic_fetch_sub(&shared_in_use, size);
+            return NULL;
+        }
         c->size = size;
         c->used = 0;
         c->next = a->head;
@@ -69,6 +85,9 @@ void jerr(jctx *c, const char *fmt, ...) {
 
 void *jalloc(jctx *c, size_t n) {
     void *p = ja_alloc(&c->ar, n);
+    if (!p && c->ar.shared_full)
+        jerr(c, "the renders in progress on this server hold all of their %zu MiB; retry later",
+             atomic_load(&shared_budget) >> 20);
     if (!p) jerr(c, "render needs more than %zu bytes of memory", c->lim.max_memory);
     return p;
 }
