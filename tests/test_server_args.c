@@ -237,3 +237,36 @@ TEST(test_serve_args_help_lists_every_flag) {
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         CHECKF(strstr(h, must[i]) != NULL, "--help lacks %s", must[i]);
 }
+
+static const char *keep_alive_env(const char *name) {
+    return !strcmp(name, "VLLM_HTTP_TIMEOUT_KEEP_ALIVE") ? "7.5" : NULL;
+}
+
+/* What a client may cost: uvicorn's and vLLM's names, their defaults, the environment
+ * variable vLLM reads, and out-of-range values named. */
+TEST(test_serve_args_connection_limits) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECK(PARSE(&a, all_dirs, "/m") == 0);
+    CHECK_NEAR(a.timeout_keep_alive, 5, 0);
+    CHECK_NEAR(a.timeout_request_read, 30, 0);
+    CHECK_EQ(a.limit_concurrency, 0);
+    CHECK_EQ(a.max_seqs_per_request, 1024);
+    CHECK_EQ(a.max_parse_bytes, 1LL << 30);
+    CHECKF(PARSE(&a, all_dirs, "/m", "--timeout-keep-alive", "2", "--timeout-request-read=4.5",
+                 "--limit-concurrency", "300", "--max-seqs-per-request=64", "--max-parse-bytes-in-flight", "256M") == 0,
+           "%s", err);
+    CHECK_NEAR(a.timeout_keep_alive, 2, 0);
+    CHECK_NEAR(a.timeout_request_read, 4.5, 0);
+    CHECK_EQ(a.limit_concurrency, 300);
+    CHECK_EQ(a.max_seqs_per_request, 64);
+    CHECK_EQ(a.max_parse_bytes, 256LL << 20);
+    char *argv[] = {"serve", "/m", NULL};
+    CHECK(xi_serve_args_parse(&a, 2, argv, keep_alive_env, all_dirs, err, sizeof err) == 0);
+    CHECK_NEAR(a.timeout_keep_alive, 7.5, 0);
+    CHECK(PARSE(&a, all_dirs, "/m", "--limit-concurrency", "0") != 0);
+    CHECKF(strstr(err, "--limit-concurrency") && strstr(err, "out of range"), "%s", err);
+    CHECK(PARSE(&a, all_dirs, "/m", "--timeout-keep-alive", "soon") != 0);
+    CHECKF(strstr(err, "--timeout-keep-alive"), "%s", err);
+}

@@ -24,7 +24,8 @@
 
 
 enum {
-    XI_HTTP_THREADS = 4,             /* epoll threads serving all connections */
+    XI_HTTP_THREADS = 8,             /* epoll threads serving all connections: a handler busy with a
+                                        big template holds up only the sockets of its thread */
     XI_SEND_TIMEOUT_S = 60,          /* a client that reads nothing of its answer for this long */
 };
 
