@@ -201,6 +201,25 @@ TEST(test_serve_limits_half_closed_client_gets_its_answer) {
     o = post(port, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":6,\"ignore_eos\":true,\"stream\":true}", 1);
     CHECKF(strstr(o, "HTTP/1.1 200 OK") && strstr(o, "data: [DONE]"), "%s", o);
     free(o);
+    /* sixteen at once, so they wait for the engine (suspended) after their EOF arrived */
+    enum { N = 16 };
+    int fds[N];
+    static const char body[] = "{\"prompt\":\"Once upon a time\",\"max_tokens\":24,\"ignore_eos\":true}";
+    char req[256];
+    snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+    for (int i = 0; i < N; i++) {
+        CHECK((fds[i] = connect_to(port)) >= 0);
+        CHECK(send(fds[i], req, strlen(req), MSG_NOSIGNAL) > 0);
+        shutdown(fds[i], SHUT_WR);
+    }
+    int answered = 0;
+    for (int i = 0; i < N; i++) {
+        o = read_all(fds[i], 10);
+        answered += o && strstr(o, "HTTP/1.1 200 OK") && strstr(o, "\"completion_tokens\":24");
+        free(o);
+        close(fds[i]);
+    }
+    CHECK_EQ(answered, N);
     stop_engine(s, eng);
 }
 

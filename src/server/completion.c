@@ -99,6 +99,7 @@ struct xi_job {
     int gone;                        /* mu: the client went away while suspended */
     int http11;                      /* the client speaks HTTP/1.1 (may get a 100 probe) */
     int probed;                      /* mu: the 100 probe was sent */
+    int deferred;                    /* the first wait of a plain answer did not suspend */
     int tools;                       /* parse tool calls out of each choice's text */
     const char *reasoning;           /* the reasoning parser for this job's choices, or NULL */
 };
@@ -636,10 +637,15 @@ static int drain_or_park(xi_job *j, int *done, int *gone) {
     job_event *list = take_events(j, done);
     *gone = j->gone || atomic_load(&j->s->closing);
     const int parked = !*done && !list && !*gone;
-    if (parked) j->suspended = 1;
+    /* A plain answer's first wait returns without suspending: libmicrohttpd then marks the
+     * connection as reading nothing and calls again at once, and suspended from that state a
+     * resume does not read the socket, so a client that half-closed meets no EOF there. */
+    const int suspend = parked && (j->req.stream || j->deferred);
+    if (parked && !j->req.stream) j->deferred = 1;
+    if (suspend) j->suspended = 1;
     pthread_mutex_unlock(&j->mu);
-    if (parked) MHD_suspend_connection(j->conn);
-    else consume_list(j, list);
+    if (suspend) MHD_suspend_connection(j->conn);
+    else if (!parked) consume_list(j, list);
     return parked;
 }
 
