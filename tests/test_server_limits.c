@@ -435,3 +435,35 @@ TEST(test_serve_limits_long_prompt_is_refused_by_its_token_count) {
     free(body);
     stop_engine(s, eng);
 }
+
+/* Past --limit-concurrency with every connection busy answering, a newcomer's completion gets
+ * 503 with Retry-After while /health still answers 200 on a connection of its own; once the
+ * busy ones end, completions are served again. */
+TEST(test_serve_limits_busy_past_the_connection_limit_is_503_but_health_answers) {
+    xi_engine *eng;
+    xi_server_config cfg = {.limit_concurrency = 4};
+    int port;
+    xi_server *s = start_engine(&cfg, &port, &eng);
+    if (!s) return;
+    /* 64 samples of 480 tokens each: far more than the socket buffers of a client that reads
+     * nothing, so these stay busy */
+    static const char body[] = "{\"prompt\":\"Once\",\"n\":64,\"max_tokens\":480,\"ignore_eos\":true,\"stream\":true}";
+    char req[256];
+    snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+    int busy[4];
+    for (int i = 0; i < 4; i++) {
+        CHECK((busy[i] = connect_to(port)) >= 0);
+        CHECK(send(busy[i], req, strlen(req), MSG_NOSIGNAL) > 0);
+    }
+    sleep_s(0.3);
+    char *o = post(port, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":2}", 0);
+    CHECKF(!strncmp(o, "HTTP/1.1 503", 12) && strstr(o, "Retry-After: 1\r\n") && strstr(o, "--limit-concurrency"), "%.300s", o);
+    free(o);
+    CHECK_EQ(get_status(port, "/health", NULL), 200);
+    for (int i = 0; i < 4; i++) close(busy[i]);
+    sleep_s(0.5);
+    o = post(port, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":2}", 0);
+    CHECKF(!strncmp(o, "HTTP/1.1 200", 12), "%.300s", o);
+    free(o);
+    stop_engine(s, eng);
+}
