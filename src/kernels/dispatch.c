@@ -49,6 +49,19 @@ static int cpu_has_neon(void) {
 }
 #endif
 
+const xi_ops *xi_ops_precision(const xi_ops *ops, const char *precision, char *err,
+                              size_t errlen) {
+    if (!ops) return NULL;
+    if (!precision || !*precision || !strcmp(precision, "auto"))
+        precision = getenv("XINFER_KERNEL_PRECISION");
+    if (!precision || !*precision || !strcmp(precision, "auto")) precision = "int8";
+    if (strcmp(precision, "int8") && strcmp(precision, "exact")) {
+        xi_errf(err, errlen, "kernel precision %s: expected int8 or exact", precision);
+        return NULL;
+    }
+    return strcmp(ops->precision, precision) ? ops->twin : ops;
+}
+
 int xi_ops_available(const xi_ops **out, int max) {
     int n = 0;
     if (n < max) out[n++] = xi_ops_ref();
@@ -58,6 +71,10 @@ int xi_ops_available(const xi_ops **out, int max) {
 #if defined(__aarch64__)
     if (n < max && cpu_has_neon()) out[n++] = xi_ops_neon();
 #endif
+    for (int i = 0; i < n; i++) {
+        const xi_ops *p = xi_ops_precision(out[i], NULL, NULL, 0);
+        if (p) out[i] = p; /* an unknown XINFER_KERNEL_PRECISION: xi_ops_select says so */
+    }
     return n;
 }
 
@@ -65,9 +82,10 @@ const xi_ops *xi_ops_select(const char *name, char *err, size_t errlen) {
     const xi_ops *all[8];
     int n = xi_ops_available(all, 8);
     if (!name || !*name) name = getenv("XINFER_KERNELS");
-    if (!name || !*name || !strcmp(name, "auto")) return all[n - 1]; /* best is last */
+    if (!name || !*name || !strcmp(name, "auto")) /* best is last */
+        return xi_ops_precision(all[n - 1], NULL, err, errlen);
     for (int i = 0; i < n; i++)
-        if (!strcmp(all[i]->name, name)) return all[i];
+        if (!strcmp(all[i]->name, name)) return xi_ops_precision(all[i], NULL, err, errlen);
     xi_errf(err, errlen, "XINFER_KERNELS=%s: this build or CPU has no such kernel variant", name);
     return NULL;
 }

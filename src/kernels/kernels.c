@@ -1,8 +1,43 @@
 /* kernels: helpers shared by every variant: threaded matmul, KV writes, RoPE, weight rows. */
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 
 #include "kernels/kernels.h"
 #include "kernels/matmul_tile.h"
+
+typedef struct {
+    void *p[XI_SCRATCH_SLOTS];
+    size_t cap[XI_SCRATCH_SLOTS];
+} scratch_bufs;
+static __thread scratch_bufs *scratch_tls;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *v) {
+    scratch_bufs *s = v;
+    for (int i = 0; i < XI_SCRATCH_SLOTS; i++) free(s->p[i]);
+    free(s);
+}
+static void scratch_key_init(void) { pthread_key_create(&scratch_key, scratch_free); }
+
+void *xi_kernel_scratch(int slot, size_t bytes) {
+    scratch_bufs *s = scratch_tls;
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s))) return NULL;
+        pthread_once(&scratch_once, scratch_key_init);
+        pthread_setspecific(scratch_key, s);
+        scratch_tls = s;
+    }
+    if (bytes <= s->cap[slot]) return s->p[slot];
+    bytes = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, bytes);
+    if (!p) return NULL;
+    free(s->p[slot]);
+    s->p[slot] = p;
+    s->cap[slot] = bytes;
+    return p;
+}
 
 typedef struct {
     const xi_ops *ops;
@@ -24,12 +59,21 @@ enum { EPI_NONE, EPI_SILU, EPI_ADD };
 static void matmul_task(void *ctx, int ith, int nth) {
     const matmul_job *j = ctx;
     long b, e;
+    const xi_qx *qx = NULL; /* int8 tables: x quantized once per job and thread */
     for (int i = 0; i < j->n; i++) {
         const xi_linear *l = &j->l[i];
         const int64_t n_out = l->w->n_out;
         xi_split_range((long)n_out, ith, nth, 16, &b, &e);
         if (b >= e) continue;
-        j->ops->matmul(l->y, n_out, j->x, l->w->n_in, j->rows, l->w, b, e);
+        const int bs = j->ops->matmul_q ? xi_qdot_block(l->w) : 0;
+        if (bs && (!qx || qx->bs != bs))
+            qx = xi_qx_quantize(j->x, l->w->n_in, j->rows, l->w->n_in, bs);
+        /* Out of memory for the quantized rows (a few KB per row): the fp32 path still
+         * gives an answer, of the exact precision. */
+        if (bs && qx)
+            j->ops->matmul_q(l->y, n_out, qx, j->rows, l->w, b, e);
+        else
+            j->ops->matmul(l->y, n_out, j->x, l->w->n_in, j->rows, l->w, b, e);
         if (l->bias)
             for (int64_t r = 0; r < j->rows; r++)
                 for (long c = b; c < e; c++) l->y[r * n_out + c] += l->bias[c];
@@ -74,6 +118,8 @@ void xi_matmul_add(xi_pool *pool, const xi_ops *ops, float *residual, float *y, 
 }
 
 int xi_weight_block_for(const xi_ops *ops, const xi_weight *w) {
+    if (ops->matmul_q && ops->weight_block && (w->dtype == XI_Q8 || w->dtype == XI_Q4_AWQ))
+        return xi_weight_dot_fits(w) ? XI_BLOCK_DOT : 0;
     if (w->dtype == XI_Q4_AWQ) {
         const int b = ops->q4_block;
         return b && w->n_in % b == 0 && w->group_size > 0 && w->group_size % b == 0 ? b : 0;

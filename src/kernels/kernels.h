@@ -42,6 +42,17 @@
  *   rows stay [n_out][n_in/2], but each 8 bytes of a row hold 16 inputs k0..k0+15 as byte j =
  *   input k0+j in the low nibble, k0+8+j in the high nibble, so one zero-extending byte load
  *   and a mask or a shift give 8 consecutive inputs (no per-lane variable shifts).
+ * Dot layout (block == XI_BLOCK_DOT, for the integer dot products of the int8-activation
+ * tables; xi_weight_block makes it when n_out % 8 == 0 and, Q8, n_in % 4 == 0, Q4_AWQ,
+ * n_in and the group size multiples of 8): per block of 8 output columns, 32-byte groups
+ * that hold 8 columns x 4 consecutive inputs as one 32-bit lane per column, so one
+ * maddubs + maddwd (AVX2) or sdot (NEON) adds 4 products into each column's lane.
+ *   Q8:     data = int8 [n_out/8][n_in/4][8][4]: W[n, k] at (n/8) n_in 8 + (k/4) 32 +
+ *           (n%8) 4 + k%4.
+ *   Q4_AWQ: data = uint8 [n_out/8][n_in/8][8][4]: byte (n/8) (n_in/8) 32 + (k/8) 32 +
+ *           (n%8) 4 + k%4 holds W[n, k] in its low nibble when k % 8 < 4, its high nibble
+ *           otherwise (a mask and a shift give inputs k0..k0+3 and k0+4..k0+7).
+ *   Scales and zero points keep their layouts.
  * Buffers are owned by whoever built the weight (the model loader). */
 typedef struct xi_weight {
     xi_dtype dtype;
@@ -50,12 +61,16 @@ typedef struct xi_weight {
     const float *scale;
     const uint8_t *zero;
     int group_size;
-    int block; /* 0: row-major; 8 (F32/F16/BF16/Q8) or 16 (Q4_AWQ): blocked layouts above */
+    int block; /* 0: row-major; 8 (F32/F16/BF16/Q8) or 16 (Q4_AWQ): blocked layouts above;
+                  XI_BLOCK_DOT (Q8, Q4_AWQ): the dot layout */
 } xi_weight;
+
+#define XI_BLOCK_DOT 32
 
 /* Element index of W[n, k] in w->data for the F32 / F16 / BF16 / Q8 layouts. */
 static inline int64_t xi_weight_index(const xi_weight *w, int64_t n, int64_t k) {
     if (!w->block) return n * w->n_in + k;
+    if (w->block == XI_BLOCK_DOT) return (n / 8) * w->n_in * 8 + (k / 4) * 32 + (n % 8) * 4 + k % 4;
     const int64_t B = w->block, base = (n / B) * w->n_in * B, c = n % B;
     if (w->dtype == XI_BF16 && k < (w->n_in & ~(int64_t)1))
         return base + (k & ~(int64_t)1) * B + 2 * c + (k & 1);
@@ -64,6 +79,11 @@ static inline int64_t xi_weight_index(const xi_weight *w, int64_t n, int64_t k) 
 
 /* The 4-bit code of W[n, k] of a Q4_AWQ weight, in either layout. */
 static inline int xi_q4_at(const xi_weight *w, int64_t n, int64_t k) {
+    if (w->block == XI_BLOCK_DOT) {
+        const uint8_t b = ((const uint8_t *)w->data)[(n / 8) * (w->n_in / 8) * 32 + (k / 8) * 32 +
+                                                     (n % 8) * 4 + k % 4];
+        return k & 4 ? b >> 4 : b & 15;
+    }
     const uint8_t *row = (const uint8_t *)w->data + n * (w->n_in / 2);
     if (w->block == 16) {
         const uint8_t b = row[(k / 16) * 8 + k % 8];
@@ -85,10 +105,44 @@ typedef struct xi_kv_view {
     int64_t head_stride;  /* elements, = block_size * head_dim */
 } xi_kv_view;
 
-typedef struct xi_ops {
+/* Activations quantized to 8 bits for the integer dot products (qdot.c), per row and per
+ * block of bs inputs (the last block of a row may be shorter):
+ *   d = max |x| / 127 over the block, q = round-to-nearest-even(x * (127 / max |x|)) in
+ *   [-127, 127] (all zero when the block is), s = the sum of the block's q. */
+typedef struct xi_qx {
+    const int8_t *q;  /* [rows][n_in] */
+    const float *d;   /* [rows][nb] */
+    const int32_t *s; /* [rows][nb] */
+    int64_t n_in, nb;
+    int bs;
+} xi_qx;
+
+/* The activation block of the integer path for w: 32 for Q8, the group size for Q4_AWQ;
+ * 0 for formats without one. */
+int xi_qdot_block(const xi_weight *w);
+
+/* The integer matmul's arithmetic, which every variant reproduces bit for bit (integer
+ * sums are exact in any order; the fp32 steps are these, in this order):
+ *   Q8:     acc = 0; per block b: acc = fma((float)S_b, d_b, acc); y = acc * scale[n]
+ *   Q4_AWQ: acc = 0; per group g: acc = fma((float)(S_g - zero[n, g] * s_g) * d_g,
+ *                                           scale[n, g], acc); y = acc
+ * where S is the integer sum of q * W's integer codes over the block. */
+void xi_matmul_q_ref(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
+                     int64_t n0, int64_t n1);
+
+typedef struct xi_ops xi_ops;
+struct xi_ops {
     const char *name;
+    /* "int8": Q8 and Q4_AWQ weights are computed from activations quantized per block
+     * (xi_qx) with integer dot products, through matmul_q (W8A8 / W4A8); "exact": every
+     * format with fp32 activations through matmul. The other fields are shared. */
+    const char *precision;
+    /* The same ISA in the other precision (xi_ops_precision). */
+    const xi_ops *twin;
     /* The weight block (0 or 8) this variant's matmul reads fastest; the loader repacks
-     * with xi_weight_block. Every variant computes any layout, with the same bits. */
+     * with xi_weight_block. Every variant computes any layout, with the same bits (the fp32
+     * path of a fast variant reads the dot layout through ref's loop, as it reads nothing
+     * faster; the int8 tables read Q8 / Q4_AWQ in the dot layout, xi_weight_block_for). */
     int weight_block;
     /* The Q4_AWQ layout (0 or 16) this variant's matmul reads fastest. */
     int q4_block;
@@ -106,21 +160,40 @@ typedef struct xi_ops {
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
     /* y[i] = silu(gate[i]) * up[i]; y may alias gate. */
     void (*silu_mul)(float *y, const float *gate, const float *up, int64_t n);
-} xi_ops;
+    /* int8 tables: y[r * ldy + n] for Q8 / Q4_AWQ weights from quantized rows, n in [n0, n1),
+     * bitwise xi_matmul_q_ref for every layout; NULL in exact tables. */
+    void (*matmul_q)(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
+                     int64_t n0, int64_t n1);
+};
 
 const xi_ops *xi_ops_ref(void);
 /* ISA variants; call only when the CPU has the instructions (xi_ops_select checks). */
 #if defined(__x86_64__)
 const xi_ops *xi_ops_avx2(void); /* AVX2 + FMA + F16C */
+/* The variants' integer matmuls (their int8 tables' matmul_q). */
+void xi_matmul_q_avx2(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
+                      int64_t n0, int64_t n1);
 #endif
 #if defined(__aarch64__)
 const xi_ops *xi_ops_neon(void); /* ARMv8.2-A NEON + fp16 + dotprod */
+void xi_matmul_q_neon(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
+                      int64_t n0, int64_t n1);
 #endif
 /* The variant for this CPU, honouring XINFER_KERNELS; NULL when the override names a variant
  * this build or CPU lacks (err says which). */
 const xi_ops *xi_ops_select(const char *name, char *err, size_t errlen);
-/* Every variant this build has and this CPU can run, ref first; returns the count. */
+/* Every variant this build has and this CPU can run, ref first, in the precision
+ * XINFER_KERNEL_PRECISION names (default int8); returns the count. */
 int xi_ops_available(const xi_ops **out, int max);
+/* ops's ISA in the activation precision `precision`: "int8" (the default: quantized weights
+ * compute with 8-bit activations and integer dot products) or "exact" (fp32 activations);
+ * NULL or "auto": XINFER_KERNEL_PRECISION, else int8. NULL with err set for another name
+ * (or when ops is NULL, keeping err). */
+const xi_ops *xi_ops_precision(const xi_ops *ops, const char *precision, char *err, size_t errlen);
+
+/* Quantize rows x[r * ldx ...] of n_in inputs per block of bs into this thread's scratch
+ * (reused and grown, freed at thread exit); NULL when it cannot be allocated. */
+const xi_qx *xi_qx_quantize(const float *x, int64_t ldx, int64_t rows, int64_t n_in, int bs);
 
 /* ---- building quantized weights at load (quant.c) ----
  * Both return 0 and fill *w, whose buffers live in one allocation *owned of *owned_bytes
@@ -147,7 +220,12 @@ int xi_weight_quantize_q8(xi_weight *w, const void *src, xi_dtype src_dtype, int
  * other than 16 or whose n_in or group size 16 does not divide. w->data must be writable (the caller owns it). -1 with err set when
  * the one block of scratch cannot be allocated. */
 int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen);
-/* The block the loader should give w for ops: for Q4_AWQ ops->q4_block where it applies;
+/* Whether w's shape allows the dot layout, and the repack into it from row-major (qdot.c;
+ * xi_weight_block calls it for XI_BLOCK_DOT). */
+int xi_weight_dot_fits(const xi_weight *w);
+int xi_weight_block_dot(xi_weight *w, char *err, size_t errlen);
+/* The block the loader should give w for ops: for Q8 / Q4_AWQ of an int8 table with a
+ * weight_block, XI_BLOCK_DOT where the shapes allow; for Q4_AWQ ops->q4_block where it applies;
  * otherwise ops->weight_block, for every row length (bench_kernels --gemv --layout both on
  * AVX2, 896x4864, 9.5 KiB BF16 rows: GEMV 0.63 row-major vs 1.18 blocked of the read
  * bandwidth, f16 0.60 vs 0.75; 4, 16 and 256-row GEMMs as fast or faster blocked, also
@@ -155,6 +233,13 @@ int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen);
 int xi_weight_block_for(const xi_ops *ops, const xi_weight *w);
 
 /* ---- helpers shared by all variants (kernels.c) ---- */
+
+/* This thread's scratch buffer `slot` (0..XI_SCRATCH_SLOTS-1: 0, 1 the tiled matmul's, 2..4
+ * the quantized x of qdot.c) of at least `bytes`, 64-byte aligned; it grows to the largest
+ * need once and is then reused, so steady-state steps allocate nothing, and is freed at
+ * thread exit. NULL when out of memory. */
+#define XI_SCRATCH_SLOTS 5
+void *xi_kernel_scratch(int slot, size_t bytes);
 
 /* y = x W^T (+ bias), split across the pool along output columns. bias may be NULL. */
 void xi_matmul(xi_pool *pool, const xi_ops *ops, float *y, const float *x, int64_t rows,

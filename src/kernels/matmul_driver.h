@@ -15,8 +15,6 @@
  *                            the tiles sum q * x; the driver computes them once per call
  *                            into tile_io.xg
  * It defines `static void matmul_driver(...)` with the xi_ops.matmul signature. */
-#include <pthread.h>
-#include <stdlib.h>
 
 /* Rows [0, R) x nc columns from w, in tiles of TILE_COLS and one narrower tile. */
 XI_INLINE void tile_cols(xi_dtype t, int R, const tile_io *io0, wsrc w, int64_t nc) {
@@ -70,43 +68,9 @@ static cols_fn cols_for(xi_dtype t, int R) {
     return fns[i][R - 1];
 }
 
-/* Per-thread scratch that grows to the largest need once and is then reused, so
- * steady-state steps (decode of many sequences, prefill chunks) allocate nothing: slot 0
- * holds a weight panel, slot 1 the AWQ group sums of x. A thread-exit destructor frees
- * them for the pool's workers. */
-typedef struct {
-    float *p[2];
-    size_t cap[2];
-} scratch_bufs;
-static __thread scratch_bufs *scratch_tls;
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void scratch_free(void *v) {
-    scratch_bufs *s = v;
-    free(s->p[0]);
-    free(s->p[1]);
-    free(s);
-}
-static void scratch_key_init(void) { pthread_key_create(&scratch_key, scratch_free); }
-
-static float *scratch_slot(int slot, size_t bytes) {
-    scratch_bufs *s = scratch_tls;
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s))) return NULL;
-        pthread_once(&scratch_once, scratch_key_init);
-        pthread_setspecific(scratch_key, s);
-        scratch_tls = s;
-    }
-    if (bytes <= s->cap[slot]) return s->p[slot];
-    bytes = (bytes + 63) & ~(size_t)63;
-    float *p = aligned_alloc(64, bytes);
-    if (!p) return NULL;
-    free(s->p[slot]);
-    s->p[slot] = p;
-    s->cap[slot] = bytes;
-    return p;
-}
+/* This thread's scratch (xi_kernel_scratch): slot 0 holds a weight panel, slot 1 the AWQ
+ * group sums of x. */
+static float *scratch_slot(int slot, size_t bytes) { return xi_kernel_scratch(slot, bytes); }
 static float *panel_scratch(size_t bytes) { return scratch_slot(0, bytes); }
 
 /* Many rows of a row-major weight: per block of rows (x stays in L2), per PANEL_COLS
@@ -211,9 +175,10 @@ static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int
 
 static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                           const xi_weight *w, int64_t n0, int64_t n1) {
-    if (w->dtype == XI_Q4_AWQ &&
-        (w->group_size <= 0 || w->group_size % 8 || w->n_in % w->group_size)) {
-        /* Only AWQ group sizes that are multiples of 8 have a vector path. */
+    if (w->block == XI_BLOCK_DOT || (w->dtype == XI_Q4_AWQ &&
+        (w->group_size <= 0 || w->group_size % 8 || w->n_in % w->group_size))) {
+        /* Only AWQ group sizes that are multiples of 8 have a vector path; the dot layout
+         * is the integer path's (fp32 activations read it through ref's loop). */
         xi_ops_ref()->matmul(y, ldy, x, ldx, rows, w, n0, n1);
         return;
     }

@@ -142,6 +142,7 @@ static void q4_block16(xi_weight *w) {
 
 int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen) {
     const xi_dtype t = w->dtype;
+    if (block == XI_BLOCK_DOT && (t == XI_Q8 || t == XI_Q4_AWQ)) return xi_weight_block_dot(w, err, errlen);
     if (t == XI_Q4_AWQ) {
         if (block == 16 && !w->block && w->n_in % 16 == 0 && w->group_size > 0 &&
             w->group_size % 16 == 0)

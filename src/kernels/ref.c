@@ -89,12 +89,25 @@ static void ref_silu_mul(float *y, const float *gate, const float *up, int64_t n
     }
 }
 
+static const xi_ops ref_int8;
 static const xi_ops ref_ops = {
     .name = "ref",
+    .precision = "exact",
+    .twin = &ref_int8,
     .matmul = ref_matmul,
     .attn = ref_attn,
     .rmsnorm = ref_rmsnorm,
     .silu_mul = ref_silu_mul,
+};
+static const xi_ops ref_int8 = {
+    .name = "ref",
+    .precision = "int8",
+    .twin = &ref_ops,
+    .matmul = ref_matmul,
+    .attn = ref_attn,
+    .rmsnorm = ref_rmsnorm,
+    .silu_mul = ref_silu_mul,
+    .matmul_q = xi_matmul_q_ref,
 };
 
 const xi_ops *xi_ops_ref(void) { return &ref_ops; }

@@ -39,4 +39,22 @@ XI_INLINE float32x4_t neon_load4(xi_dtype t, const void *p, int64_t i) {
     }
 }
 
+/* Store columns [lo, hi) (relative to the tile's first column) of block b, scaled for Q8. */
+XI_INLINE void bstore(float *y, float32x4_t l, float32x4_t h, const float *sc, int b, int64_t lo,
+                      int64_t hi) {
+    if (sc) {
+        l = vmulq_f32(l, vld1q_f32(sc + b * 8));
+        h = vmulq_f32(h, vld1q_f32(sc + b * 8 + 4));
+    }
+    if (lo <= b * 8 && hi >= b * 8 + 8) {
+        vst1q_f32(y, l);
+        vst1q_f32(y + 4, h);
+        return;
+    }
+    float tmp[8];
+    vst1q_f32(tmp, l);
+    vst1q_f32(tmp + 4, h);
+    for (int64_t c = XI_MAX(lo - b * 8, 0); c < XI_MIN(hi - b * 8, 8); c++) y[c] = tmp[c];
+}
+
 #endif

@@ -339,24 +339,6 @@ XI_INLINE void bpair(const char *p, int second, float32x4_t *lo, float32x4_t *hi
 #define BST2(b) BST(2, b)
 #define BST3(b) BST(3, b)
 
-/* Store columns [lo, hi) (relative to the tile's first column) of block b, scaled for Q8. */
-XI_INLINE void bstore(float *y, float32x4_t l, float32x4_t h, const float *sc, int b, int64_t lo,
-                      int64_t hi) {
-    if (sc) {
-        l = vmulq_f32(l, vld1q_f32(sc + b * 8));
-        h = vmulq_f32(h, vld1q_f32(sc + b * 8 + 4));
-    }
-    if (lo <= b * 8 && hi >= b * 8 + 8) {
-        vst1q_f32(y, l);
-        vst1q_f32(y + 4, h);
-        return;
-    }
-    float tmp[8];
-    vst1q_f32(tmp, l);
-    vst1q_f32(tmp + 4, h);
-    for (int64_t c = XI_MAX(lo - b * 8, 0); c < XI_MIN(hi - b * 8, 8); c++) y[c] = tmp[c];
-}
-
 /* R rows x NB blocks starting at block pointer blk; y points at the first block's column 0
  * of row 0; columns outside [lo, hi) of the tile are computed and not stored. */
 XI_INLINE void btile(xi_dtype t, int R, int NB, float *y, int64_t ldy, const float *x,

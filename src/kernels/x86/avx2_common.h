@@ -46,4 +46,16 @@ XI_INLINE __m256 avx2_load8(xi_dtype t, const void *p, int64_t i) {
     }
 }
 
+/* Store columns [lo, hi) (relative to the tile's first column) of block b, scaled for Q8. */
+XI_INLINE void bstore(float *y, __m256 v, const float *sc, int b, int64_t lo, int64_t hi) {
+    if (sc) v = _mm256_mul_ps(v, _mm256_loadu_ps(sc + b * 8));
+    if (lo <= b * 8 && hi >= b * 8 + 8) {
+        _mm256_storeu_ps(y, v);
+        return;
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    for (int64_t c = XI_MAX(lo - b * 8, 0); c < XI_MIN(hi - b * 8, 8); c++) y[c] = tmp[c];
+}
+
 #endif

@@ -302,18 +302,6 @@ XI_INLINE __m256 bf16_pair_k1_shift(__m256i d) {
     }
 #define BFMA_B(r, b, xv, wv) if (b < NB) a##r##b = _mm256_fmadd_ps(xv, wv, a##r##b);
 
-/* Store columns [lo, hi) (relative to the tile's first column) of block b, scaled for Q8. */
-XI_INLINE void bstore(float *y, __m256 v, const float *sc, int b, int64_t lo, int64_t hi) {
-    if (sc) v = _mm256_mul_ps(v, _mm256_loadu_ps(sc + b * 8));
-    if (lo <= b * 8 && hi >= b * 8 + 8) {
-        _mm256_storeu_ps(y, v);
-        return;
-    }
-    float tmp[8];
-    _mm256_storeu_ps(tmp, v);
-    for (int64_t c = XI_MAX(lo - b * 8, 0); c < XI_MIN(hi - b * 8, 8); c++) y[c] = tmp[c];
-}
-
 /* R rows x NB blocks starting at block pointer blk; y points at the first block's column 0
  * of row 0; columns outside [lo, hi) of the tile are computed and not stored. */
 XI_INLINE void btile(xi_dtype t, int R, int NB, float *y, int64_t ldy, const float *x,

@@ -1,0 +1,124 @@
+/* kernels/qdot: the integer path's shared parts: per-block 8-bit quantization of activation
+ * rows (once per matmul job and thread; kernels.c), the scalar oracle of the integer matmul
+ * (xi_matmul_q_ref, every variant's twin) and the repack into the dot layout (kernels.h).
+ *
+ * Why these blocks: Q8 weights have one scale per output channel, so a block of 32 inputs
+ * (llama.cpp's Q8_0 size) keeps an outlier from flattening a whole row of activations at
+ * the cost of one fp32 FMA per 32 products; Q4_AWQ weights change scale and zero point per
+ * group anyway, so the activation block is the group, and the zero point costs one integer
+ * multiply per group: sum (q_w - z) q_x = S - z s. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "kernels/kernels.h"
+
+#define Q8_BLOCK 32
+
+int xi_qdot_block(const xi_weight *w) {
+    if (w->dtype == XI_Q8) return Q8_BLOCK;
+    if (w->dtype == XI_Q4_AWQ && w->group_size > 0 && w->n_in % w->group_size == 0)
+        return w->group_size;
+    return 0;
+}
+
+/* ---- activation quantization ---------------------------------------------------------- */
+
+/* One block: the scalar definition every variant's input is made by. */
+static void quantize_block(int8_t *q, float *d, int32_t *s, const float *x, int64_t n) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int32_t sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        /* |x * id| <= 127 up to rounding; the clamp also maps a NaN to -127 instead of UB */
+        const float v = fmaxf(-127.0f, fminf(127.0f, nearbyintf(x[i] * id)));
+        q[i] = (int8_t)v;
+        sum += q[i];
+    }
+    *d = amax / 127.0f;
+    *s = sum;
+}
+
+const xi_qx *xi_qx_quantize(const float *x, int64_t ldx, int64_t rows, int64_t n_in, int bs) {
+    static __thread xi_qx qx;
+    const int64_t nb = (n_in + bs - 1) / bs;
+    /* 64 bytes past the last row: a variant's 8-byte load of a row's last 4 inputs stays in */
+    int8_t *q = xi_kernel_scratch(2, (size_t)(rows * n_in) + 64);
+    float *d = xi_kernel_scratch(3, (size_t)(rows * nb) * 4);
+    int32_t *sm = xi_kernel_scratch(4, (size_t)(rows * nb) * 4);
+    if (!q || !d || !sm) return NULL;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t k0 = b * bs, n = XI_MIN((int64_t)bs, n_in - k0);
+            quantize_block(q + r * n_in + k0, d + r * nb + b, sm + r * nb + b, x + r * ldx + k0, n);
+        }
+    qx = (xi_qx){.q = q, .d = d, .s = sm, .n_in = n_in, .nb = nb, .bs = bs};
+    return &qx;
+}
+
+/* ---- the oracle ----------------------------------------------------------------------- */
+
+void xi_matmul_q_ref(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
+                     int64_t n0, int64_t n1) {
+    const int64_t K = w->n_in, nb = x->nb, bs = x->bs;
+    const int8_t *w8 = w->data;
+    for (int64_t r = 0; r < rows; r++) {
+        const int8_t *q = x->q + r * K;
+        const float *d = x->d + r * nb;
+        const int32_t *s = x->s + r * nb;
+        for (int64_t n = n0; n < n1; n++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const int64_t k1 = XI_MIN(K, (b + 1) * bs);
+                int32_t S = 0;
+                if (w->dtype == XI_Q8) {
+                    for (int64_t k = b * bs; k < k1; k++) S += q[k] * w8[xi_weight_index(w, n, k)];
+                    acc = fmaf((float)S, d[b], acc);
+                } else {
+                    for (int64_t k = b * bs; k < k1; k++) S += q[k] * xi_q4_at(w, n, k);
+                    const int64_t g = n * nb + b;
+                    acc = fmaf((float)(S - (int32_t)w->zero[g] * s[b]) * d[b], w->scale[g], acc);
+                }
+            }
+            y[r * ldy + n] = w->dtype == XI_Q8 ? acc * w->scale[n] : acc;
+        }
+    }
+}
+
+/* ---- the dot layout -------------------------------------------------------------------- */
+
+int xi_weight_dot_fits(const xi_weight *w) {
+    if (w->n_out % 8) return 0;
+    if (w->dtype == XI_Q8) return w->n_in % 4 == 0;
+    return w->dtype == XI_Q4_AWQ && w->n_in % 8 == 0 && w->group_size > 0 &&
+           w->group_size % 8 == 0 && w->n_in % w->group_size == 0;
+}
+
+/* Row-major Q8 / Q4_AWQ to the dot layout, one block of 8 columns at a time through tmp. */
+int xi_weight_block_dot(xi_weight *w, char *err, size_t errlen) {
+    if (w->block || !xi_weight_dot_fits(w)) return 0;
+    const int q8 = w->dtype == XI_Q8;
+    const size_t K = (size_t)w->n_in, bytes = q8 ? 8 * K : 4 * K;
+    uint8_t *tmp = malloc(bytes), *d = (uint8_t *)w->data; /* the caller owns it writable */
+    if (!tmp) return xi_errf(err, errlen, "weight repack: out of memory for %zu bytes", bytes);
+    for (int64_t b = 0; b < w->n_out / 8; b++) {
+        uint8_t *blk = d + (size_t)b * bytes;
+        memcpy(tmp, blk, bytes);
+        if (!q8) memset(blk, 0, bytes);
+        for (size_t c = 0; c < 8; c++)
+            for (size_t k = 0; k < K; k++) {
+                const size_t at = (k / 4) * 32 + c * 4 + k % 4;
+                if (q8) {
+                    blk[at] = tmp[c * K + k];
+                } else {
+                    const uint8_t v = tmp[c * K / 2 + k / 2], q = k & 1 ? v >> 4 : v & 15;
+                    blk[(k / 8) * 32 + c * 4 + k % 4] |= (uint8_t)(k & 4 ? q << 4 : q);
+                }
+            }
+    }
+    free(tmp);
+    w->block = XI_BLOCK_DOT;
+    return 0;
+}

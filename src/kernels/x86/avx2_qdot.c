@@ -1,0 +1,136 @@
+/* kernels/x86/avx2_qdot: the integer matmul (xi_ops.matmul_q) with AVX2, for Q8 (W8A8) and
+ * Q4_AWQ (W4A8) weights in the dot layout (kernels.h); other layouts go to the reference,
+ * which gives the same bits.
+ *
+ * Lanes are output columns: a 32-byte group of the layout holds 4 inputs of 8 columns, and
+ * the row's 4 quantized inputs are broadcast to every lane, so vpmaddubsw (u8 x s8 -> pairs
+ * summed to s16) and vpmaddwd by 1 (pairs of s16 -> s32) add 4 products into each column's
+ * int32 lane. The block's integer sum per column is exact, whatever the order; the fp32
+ * steps per block are xi_matmul_q_ref's, in its order (kernels.h), so every row count,
+ * tile and thread split gives the reference's bits.
+ *
+ * No int16 saturation: vpmaddubsw adds two products.
+ *   Q8: |x| (u8, <= 127) times w * sign(x) (s8: weights are in [-127, 127], so the negation
+ *       fits): |pair| <= 2 * 127 * 127 = 32258 < 32767.
+ *   Q4: codes (u8, 0..15) times x (s8, [-127, 127]): |pair| <= 2 * 15 * 127 = 3810, and the
+ *       low- and high-nibble pairs added in s16: 7620 < 32767.
+ * int32 sums: |S| <= 127 * 127 * 32 (Q8) or 15 * 127 * group (Q4, < 2^31 for any group up
+ * to 10^6 inputs). */
+#include "kernels/x86/avx2_common.h"
+
+#define ROW_BLOCK 64 /* rows whose quantized x stays in L1/L2 while a column group is reused */
+#define NB_MAX(R) ((R) <= 2 ? 4 : 2) /* column blocks per tile: R x NB int32 accumulators */
+
+#define ZERO_ACC(A, Z)                                                                         \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                        \
+        _Pragma("GCC unroll 4") for (int c = 0; c < NB; c++) A[r][c] = Z;
+
+XI_INLINE __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* R rows (from r0) x NB blocks of 8 columns (from block b) of a Q8 weight. */
+XI_INLINE void q8_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int64_t r0,
+                       const xi_weight *w, int64_t b, int64_t lo, int64_t hi) {
+    const int64_t K = x->n_in, nb = x->nb;
+    const size_t bs = (size_t)(8 * K);
+    const int8_t *blk = (const int8_t *)w->data + (size_t)b * bs;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 af[4][4];
+    ZERO_ACC(af, _mm256_setzero_ps())
+    for (int64_t kb = 0; kb < nb; kb++) {
+        const int64_t k1 = XI_MIN(K, kb * 32 + 32);
+        __m256i ai[4][4];
+        ZERO_ACC(ai, _mm256_setzero_si256())
+        for (int64_t k = kb * 32; k < k1; k += 4) {
+            __m256i wv[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < NB; c++)
+                wv[c] = _mm256_loadu_si256((const __m256i *)(blk + (size_t)c * bs + k * 8));
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const __m256i xb = bcast4(x->q + (r0 + r) * K + k), ax = _mm256_abs_epi8(xb);
+#pragma GCC unroll 4
+                for (int c = 0; c < NB; c++)
+                    ai[r][c] = _mm256_add_epi32(
+                        ai[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[c], xb)), ones));
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m256 d = _mm256_set1_ps(x->d[(r0 + r) * nb + kb]);
+#pragma GCC unroll 4
+            for (int c = 0; c < NB; c++) af[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[r][c]), d, af[r][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NB; c++)
+            bstore(y + r * ldy + c * 8, af[r][c], w->scale + b * 8, c, lo, hi);
+}
+
+/* The same for a Q4_AWQ weight; the activation block is the group. */
+XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int64_t r0,
+                       const xi_weight *w, int64_t b, int64_t lo, int64_t hi) {
+    const int64_t K = x->n_in, G = x->nb, gs = x->bs;
+    const size_t bs = (size_t)(4 * K);
+    const uint8_t *blk = (const uint8_t *)w->data + (size_t)b * bs;
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
+    __m256 af[4][4];
+    ZERO_ACC(af, _mm256_setzero_ps())
+    for (int64_t g = 0; g < G; g++) {
+        __m256i ai[4][4];
+        ZERO_ACC(ai, _mm256_setzero_si256())
+        for (int64_t k = g * gs; k < (g + 1) * gs; k += 8) {
+            __m256i wl[4], wh[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < NB; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + (size_t)c * bs + k * 4));
+                wl[c] = _mm256_and_si256(v, m4);
+                wh[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const int8_t *q = x->q + (r0 + r) * K + k;
+                const __m256i x0 = bcast4(q), x1 = bcast4(q + 4);
+#pragma GCC unroll 4
+                for (int c = 0; c < NB; c++)
+                    ai[r][c] = _mm256_add_epi32(
+                        ai[r][c], _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(wl[c], x0),
+                                                                     _mm256_maddubs_epi16(wh[c], x1)),
+                                                    ones));
+            }
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < NB; c++) {
+            const int64_t n = (b + c) * 8;
+            const float *s = w->scale + n * G + g;
+            const uint8_t *z = w->zero + n * G + g;
+            const __m256 sv = _mm256_setr_ps(s[0], s[G], s[2 * G], s[3 * G], s[4 * G], s[5 * G],
+                                             s[6 * G], s[7 * G]);
+            const __m256i zv = _mm256_setr_epi32(z[0], z[G], z[2 * G], z[3 * G], z[4 * G], z[5 * G],
+                                                 z[6 * G], z[7 * G]);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const __m256i t = _mm256_sub_epi32(
+                    ai[r][c], _mm256_mullo_epi32(zv, _mm256_set1_epi32(x->s[(r0 + r) * G + g])));
+                const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(t), _mm256_set1_ps(x->d[(r0 + r) * G + g]));
+                af[r][c] = _mm256_fmadd_ps(f, sv, af[r][c]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NB; c++) bstore(y + r * ldy + c * 8, af[r][c], NULL, c, lo, hi);
+}
+
+#include "kernels/qdot_driver.h"
+
+void xi_matmul_q_avx2(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
+                      int64_t n0, int64_t n1) {
+    qdot_driver(y, ldy, x, rows, w, n0, n1);
+}

@@ -1,0 +1,80 @@
+/* Kernel test helpers: random weights of every format and random inputs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel_util.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+float frand(void) { return (float)(rnd() % 20001) / 10000.0f - 1.0f; } /* [-1, 1] */
+
+void weight_make(test_weight *t, xi_dtype dt, int64_t n_out, int64_t n_in, int gs) {
+    memset(t, 0, sizeof *t);
+    const int64_t n = n_out * n_in;
+    t->w.dtype = dt;
+    t->w.n_out = n_out;
+    t->w.n_in = n_in;
+    switch (dt) {
+    case XI_F32:
+    case XI_F16:
+    case XI_BF16: {
+        float *f = malloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++) f[i] = frand();
+        t->data = malloc((size_t)n * xi_dtype_size(dt));
+        xi_from_f32(t->data, dt, f, (size_t)n);
+        free(f);
+        break;
+    }
+    case XI_Q8: {
+        int8_t *q = malloc((size_t)n);
+        for (int64_t i = 0; i < n; i++) q[i] = (int8_t)((int)(rnd() % 255) - 127);
+        t->data = q;
+        t->scale = malloc((size_t)n_out * 4);
+        for (int64_t i = 0; i < n_out; i++) t->scale[i] = 0.01f + 0.001f * (float)(rnd() % 50);
+        break;
+    }
+    case XI_Q4_AWQ: {
+        const int64_t groups = n_out * (n_in / gs);
+        uint8_t *q = malloc((size_t)n / 2);
+        for (int64_t i = 0; i < n / 2; i++) q[i] = (uint8_t)rnd();
+        t->data = q;
+        t->scale = malloc((size_t)groups * 4);
+        t->zero = malloc((size_t)groups);
+        for (int64_t i = 0; i < groups; i++) {
+            t->scale[i] = 0.005f + 0.001f * (float)(rnd() % 30);
+            t->zero[i] = (uint8_t)(rnd() % 16);
+        }
+        t->w.group_size = gs;
+        break;
+    }
+    default: break;
+    }
+    t->w.data = t->data;
+    t->w.scale = t->scale;
+    t->w.zero = t->zero;
+}
+
+void weight_free(test_weight *t) {
+    free(t->data);
+    free(t->scale);
+    free(t->zero);
+}
+
+float *rand_vec(int64_t n) {
+    float *v = malloc((size_t)(n > 0 ? n : 1) * 4);
+    for (int64_t i = 0; i < n; i++) v[i] = frand();
+    return v;
+}
+
+/* A random weight in format f; blocked formats round n_out up to a multiple of the block.
+ * Returns whether the weight has the layout f asks for. */
+int weight_make_f(test_weight *t, const wfmt *f, int64_t n_out, int64_t n_in) {
+    if (f->block) n_out = (n_out + f->block - 1) / f->block * f->block;
+    weight_make(t, f->dt, n_out, n_in, f->gs);
+    return xi_weight_block(&t->w, f->block, NULL, 0) == 0 && t->w.block == f->block;
+}
