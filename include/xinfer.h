@@ -57,6 +57,7 @@ typedef struct xi_engine_params {
     float override_temperature, override_top_p, override_min_p, override_repetition_penalty;
     int override_top_k;
     const char *kernels;            /* NULL/"auto", or force "ref", "avx2", ... */
+    const char *kernel_precision;   /* NULL/"int8": quantized weights with 8-bit activations; "exact" */
     const char *chat_template;      /* NULL: tokenizer_config.json's; else Jinja source text
                                        (`--chat-template FILE`), copied by xi_engine_open */
     /* -tp > 1: called once on the engine thread when a rank is gone (msg names it); every
@@ -85,6 +86,7 @@ typedef struct xi_engine_info {
     const char *kv_cache_dtype;
     const char *quantization;       /* "none", "awq", "int8" */
     const char *kernels;            /* kernel variant in use */
+    const char *kernel_precision;   /* "int8" or "exact" (the activations of quantized weights) */
     int vocab_size;
     int hidden_size;                /* length of a pooling request's vector */
     int max_model_len;

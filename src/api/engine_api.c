@@ -241,6 +241,7 @@ xi_engine *xi_engine_open(const xi_engine_params *params, char *err, size_t errl
     xi_model_params mp = {.dir = params->model_dir, .dtype = params->dtype, .comm = e->comm,
                           .quantization = params->quantization, .load_format = params->load_format,
                           .kernels = params->kernels, .n_threads = params->n_threads,
+                          .kernel_precision = params->kernel_precision,
                           .progress = params->load_progress,
                           .progress_user = params->load_progress_user};
     e->model = xi_model_load(&mp, err, errlen);
@@ -311,6 +312,7 @@ xi_engine *xi_engine_open(const xi_engine_params *params, char *err, size_t errl
              q && !strcmp(q, "int8") ? "int8" : cfg->quant_awq ? "awq" : "none");
     in->quantization = e->quant_name;
     in->kernels = xi_model_ops(e->model)->name;
+    in->kernel_precision = xi_model_ops(e->model)->precision;
     in->vocab_size = cfg->vocab_size;
     in->hidden_size = cfg->hidden_size;
     in->max_model_len = max_len;

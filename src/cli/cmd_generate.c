@@ -71,6 +71,7 @@ static void usage(FILE *f) {
             "  model:     --dtype auto|float32|bfloat16|float16  --kv-cache-dtype auto|float32|bfloat16|float16\n"
             "             --quantization auto|awq|int8|none  --load-format auto|mmap  --threads N\n"
             "             -tp N (tensor parallel over N MPI ranks; starts mpirun itself)\n"
+            "             --kernel-precision int8|exact (quantized weights with 8-bit or fp32 activations)\n"
             "             --download-dir DIR  --revision REV  (ORG/NAME is pulled on first use)\n"
             "  engine:    --max-num-seqs N  --max-num-batched-tokens N  --max-model-len N  --block-size N\n"
             "             --kv-cache-memory-bytes N  --enable-prefix-caching | --no-enable-prefix-caching\n"
@@ -198,6 +199,9 @@ int cmd_generate(int argc, char **argv) {
         } else if (FLAG("--kernels")) {
             if (r < 0) goto missing;
             ep.kernels = v;
+        } else if (FLAG("--kernel-precision")) {
+            if (r < 0) goto missing;
+            ep.kernel_precision = v;
         } else if (FLAG("--max-tokens")) {
             if (r < 0 || xi_parse_int(v, 0, 1 << 30, &sf.max_tokens)) goto bad;
         } else if (FLAG("--temperature")) {

@@ -334,7 +334,7 @@ static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) 
         return NULL;
     }
     const xi_config *c = &m->cfg;
-    m->ops = xi_ops_select(p->kernels, err, errlen);
+    m->ops = xi_ops_precision(xi_ops_select(p->kernels, err, errlen), p->kernel_precision, err, errlen);
     if (!m->ops) goto fail;
     m->wdtype = c->torch_dtype;
     int r = dtype_from_name(p->dtype, &m->wdtype);

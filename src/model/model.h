@@ -19,6 +19,7 @@ typedef struct xi_model_params {
     const char *quantization;   /* NULL/"auto", "awq", "int8", "none" */
     const char *load_format;    /* "auto" (copy into own memory), "mmap" */
     const char *kernels;        /* NULL: best for this CPU (XINFER_KERNELS honoured) */
+    const char *kernel_precision; /* NULL/"auto": XINFER_KERNEL_PRECISION, else "int8"; or "exact" */
     int n_threads;              /* 0 = all online CPUs */
     xi_comm *comm;              /* tensor parallelism: this rank's communicator (NULL or
                                    size 1: the whole model); borrowed, outlives the model */

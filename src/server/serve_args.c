@@ -104,7 +104,7 @@ typedef enum {
     F_MAX_NUM_SEQS, F_MAX_BATCHED, F_KV_DTYPE, F_PREFIX, F_NO_PREFIX, F_CHUNKED, F_NO_CHUNKED,
     F_BLOCK_SIZE, F_KV_BYTES, F_GPU_UTIL, F_SEED, F_GEN_CONFIG, F_CHAT_TEMPLATE, F_TP, F_PP,
     F_THREADS, F_MAX_QUEUE, F_UDS, F_DISABLE_LOG_REQ, F_ENABLE_LOG_REQ, F_DISABLE_LOG_STATS,
-    F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_MAX_BODY, F_SHUTDOWN, F_HELP,
+    F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_KERNEL_PRECISION, F_MAX_BODY, F_SHUTDOWN, F_HELP,
     F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_CONFIG, F_KEEP_ALIVE, F_READ_TIMEOUT,
     F_LIMIT_CONC, F_MAX_SEQS_REQ, F_PARSE_BYTES, F_ONLY,
     F_NO_WEBUI,
@@ -150,6 +150,7 @@ static const flag_def flags[] = {
     {"--pipeline-parallel-size", "-pp", F_PP, 1, "N         must be 1"},
     {"--threads", NULL, F_THREADS, 1, "N         compute threads (default: the physical cores of one NUMA node)"},
     {"--kernels", NULL, F_KERNELS, 1, "NAME      force a kernel variant (ref, avx2, ...)"},
+    {"--kernel-precision", NULL, F_KERNEL_PRECISION, 1, "P         int8 (default: AWQ/int8 weights with 8-bit activations) | exact (fp32 activations)"},
     {"--disable-log-requests", NULL, F_DISABLE_LOG_REQ, 0, "          do not log each request (default)"},
     {"--enable-log-requests", NULL, F_ENABLE_LOG_REQ, 0, "          log each request"},
     {"--disable-log-stats", NULL, F_DISABLE_LOG_STATS, 0, "          no periodic throughput lines"},
@@ -393,6 +394,7 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
     }
     case F_THREADS: return parse_int(flag, v, 0, 4096, &e->n_threads, err, errlen);
     case F_KERNELS: e->kernels = v; return 0;
+    case F_KERNEL_PRECISION: e->kernel_precision = v; return 0;
     case F_DISABLE_LOG_REQ: a->enable_log_requests = 0; return 0;
     case F_ENABLE_LOG_REQ: a->enable_log_requests = 1; return 0;
     case F_DISABLE_LOG_STATS: a->disable_log_stats = 1; return 0;
