@@ -9,6 +9,8 @@
 #   QEMU_CPU=cortex-a76             the CPU model (default: a Kunpeng-920-like one)
 #   CASES="f16:1:256:896 ..."      format:rows:n_out:n_in (default below); format/row, e.g.
 #                                  f16/row, keeps the weight row-major (--load-format mmap)
+#   PRECISIONS="exact int8"        kernel precisions for int8 and awq (XINFER_KERNEL_PRECISION;
+#                                  int8 counts the quantization of x with the integer matmul)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD_ARM64:-build-arm64}"
@@ -34,16 +36,20 @@ count() {
          END { printf "%d\n", t }' "$1"
 }
 
-printf '%-6s %5s %6s %6s  %s\n' format rows n_out n_in 'insns/MAC'
+printf '%-6s %-5s %5s %6s %6s  %s\n' format acts rows n_out n_in 'insns/MAC'
 for c in $CASES; do
     IFS=: read -r fmt rows nout nin <<<"$c"
-    for calls in 1 2; do
-        qemu-aarch64 -d in_asm,exec,nochain -D "$TMP/log$calls" "$BIN" "$fmt" "$rows" "$nout" \
-            "$nin" "$calls" >/dev/null
+    precs=exact
+    case "$fmt" in int8* | awq*) precs="${PRECISIONS:-exact int8}" ;; esac
+    for p in $precs; do
+        for calls in 1 2; do
+            XINFER_KERNEL_PRECISION=$p qemu-aarch64 -d in_asm,exec,nochain -D "$TMP/log$calls" \
+                "$BIN" "$fmt" "$rows" "$nout" "$nin" "$calls" >/dev/null
+        done
+        a=$(count "$TMP/log1")
+        b=$(count "$TMP/log2")
+        awk -v a="$a" -v b="$b" -v f="$fmt" -v p="$p" -v r="$rows" -v o="$nout" -v i="$nin" \
+            'BEGIN { printf "%-6s %-5s %5d %6d %6d  %.3f\n", f, p, r, o, i, (b - a) / (r * o * i) }'
+        rm -f "$TMP"/log*
     done
-    a=$(count "$TMP/log1")
-    b=$(count "$TMP/log2")
-    awk -v a="$a" -v b="$b" -v f="$fmt" -v r="$rows" -v o="$nout" -v i="$nin" \
-        'BEGIN { printf "%-6s %5d %6d %6d  %.3f\n", f, r, o, i, (b - a) / (r * o * i) }'
-    rm -f "$TMP"/log*
 done

@@ -8,10 +8,12 @@
  * table gives the median ratio and the min..max spread.
  *
  * Weights use the layout the loader gives the variant (xi_ops.weight_block); --layout both
- * adds the row-major layout next to a blocked one, --gemv drops the GEMM shapes.
+ * adds the row-major layout next to a blocked one, --gemv drops the GEMM shapes. INT8 and
+ * AWQ run in both kernel precisions (acts i8: 8-bit activations and integer dot products,
+ * in the dot layout; f32: the exact path) unless --precision names one.
  *
  * usage: bench_kernels [--reps N] [--quick] [--gemv] [--layout ops|row|both] [--kernels NAME]
- *                      [--threads LIST e.g. 1,2] */
+ *                      [--threads LIST e.g. 1,2] [--precision int8|exact|both] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,7 @@ typedef struct {
     int64_t n_out, n_in;
     int rows;          /* 1: GEMV, else GEMM */
     int block;         /* xi_weight_block's block, 0: row-major */
+    const xi_ops *ops; /* the variant in the case's precision */
     int n_copies;      /* rotate copies so GEMV weights come from DRAM, not the 16 MiB L3 */
     xi_weight w[8];
     void *bufs[8][3];
@@ -123,7 +126,8 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static const char *blocked_name(xi_dtype t) {
+static const char *blocked_name(xi_dtype t, int block) {
+    if (block == XI_BLOCK_DOT) return t == XI_Q8 ? "int8/dot" : "awq/dot";
     switch (t) {
     case XI_F32: return "f32/b8";
     case XI_F16: return "f16/b8";
@@ -143,7 +147,7 @@ static void summarize(double *v, int n, double *med, double *lo, double *hi) {
 int main(int argc, char **argv) {
     int reps = 10, quick = 0, gemv_only = 0;
     const char *layout = "ops";
-    const char *kname = NULL;
+    const char *kname = NULL, *precision = "both";
     int thread_list[4] = {1, 2}, n_tl = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -151,6 +155,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--gemv")) gemv_only = 1;
         else if (!strcmp(argv[i], "--layout") && i + 1 < argc) layout = argv[++i];
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kname = argv[++i];
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) precision = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             n_tl = 0;
             for (char *s = argv[++i]; *s && n_tl < 4; s++) {
@@ -159,13 +164,19 @@ int main(int argc, char **argv) {
             }
         } else {
             fprintf(stderr, "usage: %s [--reps N] [--quick] [--gemv] [--layout ops|row|both] "
-                            "[--kernels NAME] [--threads 1,2]\n", argv[0]);
+                            "[--kernels NAME] [--threads 1,2] [--precision int8|exact|both]\n", argv[0]);
             return 2;
         }
     }
     if (reps < 1) reps = 1;
     char err[256];
-    const xi_ops *ops = xi_ops_select(kname, err, sizeof err);
+    const xi_ops *ops = xi_ops_select(kname, err, sizeof err), *precs[2] = {NULL, NULL};
+    if (ops) {
+        const int both_p = !strcmp(precision, "both");
+        precs[0] = xi_ops_precision(ops, both_p ? "exact" : precision, err, sizeof err);
+        precs[1] = both_p ? xi_ops_precision(ops, "int8", err, sizeof err) : NULL;
+        ops = precs[0];
+    }
     if (!ops) {
         fprintf(stderr, "%s\n", err);
         return 1;
@@ -182,7 +193,7 @@ int main(int argc, char **argv) {
     };
     const int both = !strcmp(layout, "both");
     int n_cases = 0;
-    bench_case *cases = calloc(XI_ARRAY_LEN(shapes) * XI_ARRAY_LEN(dts) * 2, sizeof *cases);
+    bench_case *cases = calloc(XI_ARRAY_LEN(shapes) * XI_ARRAY_LEN(dts) * 4, sizeof *cases);
     for (int s = 0; s < (int)XI_ARRAY_LEN(shapes); s++) {
         if ((quick || gemv_only) && shapes[s].rows > 1) continue;
         if (quick && shapes[s].n_out > 100000) continue;
@@ -190,18 +201,22 @@ int main(int argc, char **argv) {
             /* ops: what the loader does; both: the variant's block whatever the row length */
             const xi_weight shape = {.dtype = dts[d], .n_out = shapes[s].n_out, .n_in = shapes[s].n_in,
                                      .group_size = dts[d] == XI_Q4_AWQ ? 128 : 0};
+            const int quant = dts[d] == XI_Q8 || dts[d] == XI_Q4_AWQ;
+            for (int pi = 0; pi < (quant && precs[1] ? 2 : 1); pi++) {
+            const xi_ops *po = precs[pi];
             const int blk = !strcmp(layout, "row") ? 0
-                            : both                 ? (dts[d] == XI_Q4_AWQ ? ops->q4_block : ops->weight_block)
-                                                   : xi_weight_block_for(ops, &shape);
+                            : both                 ? (dts[d] == XI_Q4_AWQ ? po->q4_block : po->weight_block)
+                                                   : xi_weight_block_for(po, &shape);
             for (int b = 0; b < 1 + (both && blk); b++) {
                 bench_case *c = &cases[n_cases++];
                 *c = (bench_case){.label = shapes[s].label, .dt = dts[d], .n_out = shapes[s].n_out,
                                   .n_in = shapes[s].n_in, .rows = shapes[s].rows,
-                                  .block = b ? 0 : blk};
+                                  .block = b ? 0 : blk, .ops = po};
                 if (case_init(c)) {
                     fprintf(stderr, "out of memory building %s\n", shapes[s].label);
                     return 1;
                 }
+            }
             }
         }
     }
@@ -236,10 +251,10 @@ int main(int argc, char **argv) {
                 bench_case *bc = &cases[c];
                 const int calls = bc->rows == 1 ? XI_MAX(bc->n_copies, 4) : bc->rows < 64 ? 8 : 1;
                 float *out = bc->n_out > 100000 ? ybig : y;
-                xi_matmul(p, ops, out, x, bc->rows, &bc->w[0], NULL); /* warm-up */
+                xi_matmul(p, bc->ops, out, x, bc->rows, &bc->w[0], NULL); /* warm-up */
                 t0 = xi_now();
                 for (int k = 0; k < calls; k++)
-                    xi_matmul(p, ops, out, x, bc->rows, &bc->w[k % bc->n_copies], NULL);
+                    xi_matmul(p, bc->ops, out, x, bc->rows, &bc->w[k % bc->n_copies], NULL);
                 const double dt = (xi_now() - t0) / calls;
                 const size_t idx = (size_t)((t * n_cases + c) * reps + r);
                 if (bc->rows == 1) {
@@ -259,13 +274,15 @@ int main(int argc, char **argv) {
         printf("\nthreads %d: read bandwidth %.1f GB/s (%.1f..%.1f)", thread_list[t], m, lo, hi);
         summarize(peak + t * reps, reps, &m, &lo, &hi);
         printf(", FMA peak %.1f GFLOP/s (%.1f..%.1f)\n", m, lo, hi);
-        printf("  %-28s %-9s %10s  %-22s\n", "case", "weights", "abs", "ratio median (min..max)");
+        printf("  %-28s %-9s %-4s %10s  %-22s\n", "case", "weights", "acts", "abs", "ratio median (min..max)");
         for (int c = 0; c < n_cases; c++) {
             double am, al, ah;
             summarize(abs_v + (size_t)(t * n_cases + c) * reps, reps, &am, &al, &ah);
             summarize(ratio + (size_t)(t * n_cases + c) * reps, reps, &m, &lo, &hi);
-            printf("  %-28s %-9s %6.1f %s  %.2f (%.2f..%.2f) of %s\n", cases[c].label,
-                   cases[c].w[0].block ? blocked_name(cases[c].dt) : xi_dtype_name(cases[c].dt), am, cases[c].rows == 1 ? "GB/s  " : "GFLOP/s", m,
+            printf("  %-28s %-9s %-4s %6.1f %s  %.2f (%.2f..%.2f) of %s\n", cases[c].label,
+                   cases[c].w[0].block ? blocked_name(cases[c].dt, cases[c].w[0].block) : xi_dtype_name(cases[c].dt),
+                   cases[c].ops->matmul_q && (cases[c].dt == XI_Q8 || cases[c].dt == XI_Q4_AWQ) ? "i8" : "f32",
+                   am, cases[c].rows == 1 ? "GB/s  " : "GFLOP/s", m,
                    lo, hi, cases[c].rows == 1 ? "bandwidth" : "FMA peak");
         }
     }

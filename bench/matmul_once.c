@@ -5,8 +5,10 @@
  *
  * usage: matmul_once f32|f16|bf16|int8|awq[/row] ROWS N_OUT N_IN CALLS [KERNELS]
  * The weight gets the layout the loader gives the variant (xi_weight_block_for), or stays
- * row-major with /row (as `--load-format mmap` leaves it); AWQ uses group 128. Prints the
- * variant, the layout and y[0]. */
+ * row-major with /row (as `--load-format mmap` leaves it); AWQ uses group 128. INT8 and AWQ
+ * run in the precision XINFER_KERNEL_PRECISION names (default int8: each call quantizes x,
+ * as xi_matmul does, and runs the integer matmul). Prints the variant, the precision, the
+ * layout and y[0]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +84,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int64_t i = 0; i < rows * n_in; i++) x[i] = frand();
-    for (int c = 0; c < calls; c++) ops->matmul(y, n_out, x, n_in, rows, &w, 0, n_out);
-    printf("%s %s block %d y0 %g\n", ops->name, dn, w.block, calls ? (double)y[0] : 0.0);
+    const int bs = ops->matmul_q ? xi_qdot_block(&w) : 0;
+    for (int c = 0; c < calls; c++) {
+        const xi_qx *q = bs ? xi_qx_quantize(x, n_in, rows, n_in, bs) : NULL;
+        if (q)
+            ops->matmul_q(y, n_out, q, rows, &w, 0, n_out);
+        else
+            ops->matmul(y, n_out, x, n_in, rows, &w, 0, n_out);
+    }
+    printf("%s %s %s block %d y0 %g\n", ops->name, bs ? ops->precision : "exact", dn, w.block,
+           calls ? (double)y[0] : 0.0);
     free(data);
     free(scale);
     free(x);
