@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < rows * n_in; i++) x[i] = frand();
     const int bs = ops->matmul_q ? xi_qdot_block(&w) : 0;
     for (int c = 0; c < calls; c++) {
-        const xi_qx *q = bs ? xi_qx_quantize(x, n_in, rows, n_in, bs) : NULL;
+        const xi_qx *q = bs ? xi_qx_quantize(ops, x, n_in, rows, n_in, bs) : NULL;
         if (q)
             ops->matmul_q(y, n_out, q, rows, &w, 0, n_out);
         else

@@ -41,7 +41,7 @@ TEST(test_kernels_qdot_quantizer_rounds_each_block_to_nearest) {
     x[5] = 0.0f;
     for (int64_t k = 64; k < K; k++) x[K + k] = 0.0f; /* an all-zero tail block */
     x[K + 3] = -3.5f;                                  /* a block's max is negative */
-    const xi_qx *q = xi_qx_quantize(x, K, 2, K, 32);
+    const xi_qx *q = xi_qx_quantize(NULL, x, K, 2, K, 32);
     CHECK(q);
     CHECK_EQ(q->nb, 3);
     for (int64_t r = 0; r < 2; r++)
@@ -68,6 +68,32 @@ TEST(test_kernels_qdot_quantizer_rounds_each_block_to_nearest) {
     free(x);
 }
 
+/* Every variant's quantize_block gives the scalar definition's bytes and bits, on block
+ * lengths with vector tails, zeros, ties at .5 and a NaN. */
+TEST(test_kernels_qdot_every_variant_quantizes_as_ref) {
+    const xi_ops *ops[8];
+    const int nv = int8_variants(ops);
+    const int64_t lens[] = {1, 5, 8, 12, 32, 37, 128};
+    for (int v = 0; v < nv; v++)
+        for (size_t li = 0; li < XI_ARRAY_LEN(lens); li++)
+            for (int kind = 0; kind < 4; kind++) {
+                const int64_t n = lens[li];
+                float *x = rand_vec(n);
+                if (kind == 1) memset(x, 0, (size_t)n * 4);
+                if (kind == 2) /* max 127 exactly: every k + 0.5 is a tie */
+                    for (int64_t k = 0; k < n; k++) x[k] = k == 0 ? 127.0f : (float)(k % 50) + 0.5f - 25.0f;
+                if (kind == 3) x[n / 2] = NAN;
+                int8_t q1[128], q2[128];
+                float d1, d2;
+                int32_t s1, s2;
+                xi_qx_quantize_block_ref(q1, &d1, &s1, x, n);
+                (ops[v]->quantize_block ? ops[v]->quantize_block : xi_qx_quantize_block_ref)(q2, &d2, &s2, x, n);
+                const int same = !memcmp(q1, q2, (size_t)n) && !memcmp(&d1, &d2, 4) && s1 == s2;
+                free(x);
+                CHECKF(same, "%s: block of %lld, kind %d differs", ops[v]->name, (long long)n, kind);
+            }
+}
+
 /* Every variant's matmul_q gives xi_matmul_q_ref's bits, for every layout, odd shapes,
  * 1..9 rows and column ranges that cut blocks. */
 TEST(test_kernels_qdot_every_variant_matches_ref_bitwise) {
@@ -86,7 +112,7 @@ TEST(test_kernels_qdot_every_variant_matches_ref_bitwise) {
                     const int64_t N = tw.w.n_out;
                     float *x = rand_vec(rows * K), *y = malloc((size_t)(rows * N) * 4),
                           *yr = malloc((size_t)(rows * N) * 4);
-                    const xi_qx *q = xi_qx_quantize(x, K, rows, K, xi_qdot_block(&tw.w));
+                    const xi_qx *q = xi_qx_quantize(NULL, x, K, rows, K, xi_qdot_block(&tw.w));
                     CHECK(q);
                     memset(y, 0, (size_t)(rows * N) * 4);
                     memset(yr, 0, (size_t)(rows * N) * 4);
@@ -160,7 +186,7 @@ TEST(test_kernels_qdot_extreme_values_do_not_saturate) {
         CHECK(xi_weight_block(&tw.w, XI_BLOCK_DOT, NULL, 0) == 0);
         float *x = malloc((size_t)(2 * K) * 4);
         for (int64_t k = 0; k < 2 * K; k++) x[k] = k < K ? -1.0f : (k % 2 ? 1.0f : -1.0f);
-        const xi_qx *q = xi_qx_quantize(x, K, 2, K, xi_qdot_block(&tw.w));
+        const xi_qx *q = xi_qx_quantize(NULL, x, K, 2, K, xi_qdot_block(&tw.w));
         CHECK(q);
         float y[32], yr[32];
         xi_matmul_q_ref(yr, N, q, 2, &tw.w, 0, N);
@@ -192,7 +218,7 @@ TEST(test_kernels_qdot_error_within_quantization_bound) {
         const int64_t N = tw.w.n_out;
         float *x = rand_vec(R * K), *ye = malloc((size_t)(R * N) * 4),
               *yq = malloc((size_t)(R * N) * 4), *row = malloc((size_t)K * 4);
-        const xi_qx *q = xi_qx_quantize(x, K, R, K, xi_qdot_block(&tw.w));
+        const xi_qx *q = xi_qx_quantize(NULL, x, K, R, K, xi_qdot_block(&tw.w));
         CHECK(q);
         xi_ops_ref()->matmul(ye, N, x, K, R, &tw.w, 0, N);
         ops[nv - 1]->matmul_q(yq, N, q, R, &tw.w, 0, N);

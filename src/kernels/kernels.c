@@ -67,7 +67,7 @@ static void matmul_task(void *ctx, int ith, int nth) {
         if (b >= e) continue;
         const int bs = j->ops->matmul_q ? xi_qdot_block(l->w) : 0;
         if (bs && (!qx || qx->bs != bs))
-            qx = xi_qx_quantize(j->x, l->w->n_in, j->rows, l->w->n_in, bs);
+            qx = xi_qx_quantize(j->ops, j->x, l->w->n_in, j->rows, l->w->n_in, bs);
         /* Out of memory for the quantized rows (a few KB per row): the fp32 path still
          * gives an answer, of the exact precision. */
         if (bs && qx)

@@ -164,20 +164,25 @@ struct xi_ops {
      * bitwise xi_matmul_q_ref for every layout; NULL in exact tables. */
     void (*matmul_q)(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                      int64_t n0, int64_t n1);
+    /* int8 tables: one block of n inputs quantized as xi_qx defines, bitwise
+     * xi_qx_quantize_block_ref (NULL: that one). */
+    void (*quantize_block)(int8_t *q, float *d, int32_t *s, const float *x, int64_t n);
 };
 
 const xi_ops *xi_ops_ref(void);
 /* ISA variants; call only when the CPU has the instructions (xi_ops_select checks). */
 #if defined(__x86_64__)
 const xi_ops *xi_ops_avx2(void); /* AVX2 + FMA + F16C */
-/* The variants' integer matmuls (their int8 tables' matmul_q). */
+/* The variants' integer matmuls and quantizers (their int8 tables' matmul_q, quantize_block). */
 void xi_matmul_q_avx2(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                       int64_t n0, int64_t n1);
+void xi_qx_quantize_block_avx2(int8_t *q, float *d, int32_t *s, const float *x, int64_t n);
 #endif
 #if defined(__aarch64__)
 const xi_ops *xi_ops_neon(void); /* ARMv8.2-A NEON + fp16 + dotprod */
 void xi_matmul_q_neon(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                       int64_t n0, int64_t n1);
+void xi_qx_quantize_block_neon(int8_t *q, float *d, int32_t *s, const float *x, int64_t n);
 #endif
 /* The variant for this CPU, honouring XINFER_KERNELS; NULL when the override names a variant
  * this build or CPU lacks (err says which). */
@@ -192,8 +197,12 @@ int xi_ops_available(const xi_ops **out, int max);
 const xi_ops *xi_ops_precision(const xi_ops *ops, const char *precision, char *err, size_t errlen);
 
 /* Quantize rows x[r * ldx ...] of n_in inputs per block of bs into this thread's scratch
- * (reused and grown, freed at thread exit); NULL when it cannot be allocated. */
-const xi_qx *xi_qx_quantize(const float *x, int64_t ldx, int64_t rows, int64_t n_in, int bs);
+ * (reused and grown, freed at thread exit) with ops's quantize_block (ops may be NULL);
+ * NULL when the scratch cannot be allocated. */
+const xi_qx *xi_qx_quantize(const xi_ops *ops, const float *x, int64_t ldx, int64_t rows,
+                            int64_t n_in, int bs);
+/* One block, the scalar definition (qdot.c). */
+void xi_qx_quantize_block_ref(int8_t *q, float *d, int32_t *s, const float *x, int64_t n);
 
 /* ---- building quantized weights at load (quant.c) ----
  * Both return 0 and fill *w, whose buffers live in one allocation *owned of *owned_bytes

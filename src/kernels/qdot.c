@@ -25,14 +25,14 @@ int xi_qdot_block(const xi_weight *w) {
 
 /* ---- activation quantization ---------------------------------------------------------- */
 
-/* One block: the scalar definition every variant's input is made by. */
-static void quantize_block(int8_t *q, float *d, int32_t *s, const float *x, int64_t n) {
+/* One block: the scalar definition every variant's quantize_block reproduces. */
+void xi_qx_quantize_block_ref(int8_t *q, float *d, int32_t *s, const float *x, int64_t n) {
     float amax = 0.0f;
     for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
     const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
     int32_t sum = 0;
     for (int64_t i = 0; i < n; i++) {
-        /* |x * id| <= 127 up to rounding; the clamp also maps a NaN to -127 instead of UB */
+        /* |x * id| <= 127 up to rounding; the clamp also maps a NaN to 127 instead of UB */
         const float v = fmaxf(-127.0f, fminf(127.0f, nearbyintf(x[i] * id)));
         q[i] = (int8_t)v;
         sum += q[i];
@@ -41,7 +41,10 @@ static void quantize_block(int8_t *q, float *d, int32_t *s, const float *x, int6
     *s = sum;
 }
 
-const xi_qx *xi_qx_quantize(const float *x, int64_t ldx, int64_t rows, int64_t n_in, int bs) {
+const xi_qx *xi_qx_quantize(const xi_ops *ops, const float *x, int64_t ldx, int64_t rows,
+                            int64_t n_in, int bs) {
+    void (*qb)(int8_t *, float *, int32_t *, const float *, int64_t) =
+        ops && ops->quantize_block ? ops->quantize_block : xi_qx_quantize_block_ref;
     static __thread xi_qx qx;
     const int64_t nb = (n_in + bs - 1) / bs;
     /* 64 bytes past the last row: a variant's 8-byte load of a row's last 4 inputs stays in */
@@ -52,7 +55,7 @@ const xi_qx *xi_qx_quantize(const float *x, int64_t ldx, int64_t rows, int64_t n
     for (int64_t r = 0; r < rows; r++)
         for (int64_t b = 0; b < nb; b++) {
             const int64_t k0 = b * bs, n = XI_MIN((int64_t)bs, n_in - k0);
-            quantize_block(q + r * n_in + k0, d + r * nb + b, sm + r * nb + b, x + r * ldx + k0, n);
+            qb(q + r * n_in + k0, d + r * nb + b, sm + r * nb + b, x + r * ldx + k0, n);
         }
     qx = (xi_qx){.q = q, .d = d, .s = sm, .n_in = n_in, .nb = nb, .bs = bs};
     return &qx;

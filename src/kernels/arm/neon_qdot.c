@@ -138,6 +138,36 @@ XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
 
 #include "kernels/qdot_driver.h"
 
+/* xi_qx_quantize_block_ref with 4 lanes: max is exact in any order; vmaxnm / vminnm are
+ * fmaxf / fminf (a NaN operand loses), x * id rounds as the scalar product, vrndn is round
+ * to nearest even (nearbyintf's default mode), and the int32 sum is exact. */
+void xi_qx_quantize_block_neon(int8_t *q, float *d, int32_t *s, const float *x, int64_t n) {
+    float32x4_t m = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) m = vmaxnmq_f32(m, vabsq_f32(vld1q_f32(x + i)));
+    float amax = vmaxnmvq_f32(m);
+    for (int64_t k = i; k < n; k++) amax = fmaxf(amax, fabsf(x[k]));
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const float32x4_t hi = vdupq_n_f32(127.0f), lo = vdupq_n_f32(-127.0f);
+    int32x4_t acc = vdupq_n_s32(0);
+    for (i = 0; i + 4 <= n; i += 4) {
+        const float32x4_t r = vrndnq_f32(vmulq_n_f32(vld1q_f32(x + i), id));
+        const int32x4_t v = vcvtq_s32_f32(vmaxnmq_f32(vminnmq_f32(r, hi), lo));
+        acc = vaddq_s32(acc, v);
+        const int8x8_t b = vqmovn_s16(vcombine_s16(vqmovn_s32(v), vdup_n_s16(0)));
+        int32_t u;
+        memcpy(&u, &b, 4);
+        memcpy(q + i, &u, 4);
+    }
+    int32_t sum = vaddvq_s32(acc);
+    for (; i < n; i++) {
+        q[i] = (int8_t)fmaxf(-127.0f, fminf(127.0f, nearbyintf(x[i] * id)));
+        sum += q[i];
+    }
+    *d = amax / 127.0f;
+    *s = sum;
+}
+
 void xi_matmul_q_neon(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                       int64_t n0, int64_t n1) {
     qdot_driver(y, ldy, x, rows, w, n0, n1);

@@ -16,6 +16,8 @@
  *       low- and high-nibble pairs added in s16: 7620 < 32767.
  * int32 sums: |S| <= 127 * 127 * 32 (Q8) or 15 * 127 * group (Q4, < 2^31 for any group up
  * to 10^6 inputs). */
+#include <math.h>
+
 #include "kernels/x86/avx2_common.h"
 
 #define ROW_BLOCK 64 /* rows whose quantized x stays in L1/L2 while a column group is reused */
@@ -129,6 +131,41 @@ XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
 }
 
 #include "kernels/qdot_driver.h"
+
+/* xi_qx_quantize_block_ref with 8 lanes: max is exact in any order (a NaN input is skipped,
+ * as fmaxf does: max_ps returns its second operand when the first is NaN), x * id rounds
+ * as the scalar product, round_ps to nearest even is nearbyintf's default mode, min_ps /
+ * max_ps clamp as fminf / fmaxf (a NaN product becomes 127), and the int32 sum is exact. */
+void xi_qx_quantize_block_avx2(int8_t *q, float *d, int32_t *s, const float *x, int64_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
+    float t[8], amax = 0.0f;
+    _mm256_storeu_ps(t, m);
+    for (int j = 0; j < 8; j++) amax = fmaxf(amax, t[j]);
+    for (int64_t k = i; k < n; k++) amax = fmaxf(amax, fabsf(x[k]));
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    __m256i acc = _mm256_setzero_si256();
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vid),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256i v = _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(r, hi), lo));
+        acc = _mm256_add_epi32(acc, v);
+        const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        _mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(w, w));
+    }
+    int32_t a[8], sum = 0;
+    _mm256_storeu_si256((__m256i *)a, acc);
+    for (int j = 0; j < 8; j++) sum += a[j];
+    for (; i < n; i++) {
+        q[i] = (int8_t)fmaxf(-127.0f, fminf(127.0f, nearbyintf(x[i] * id)));
+        sum += q[i];
+    }
+    *d = amax / 127.0f;
+    *s = sum;
+}
 
 void xi_matmul_q_avx2(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                       int64_t n0, int64_t n1) {
