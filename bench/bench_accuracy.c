@@ -109,7 +109,8 @@ int main(int argc, char **argv) {
     if (runner_open(&ex, p, "exact") || runner_open(&q8, p, "int8")) return 1;
     const int V = ex.vocab;
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)(PROMPT + n_tok)), *free_run = malloc(sizeof(int32_t) * (size_t)n_tok);
-    double *maxd = malloc(sizeof(double) * (size_t)n_tok), *rel = malloc(sizeof(double) * (size_t)n_tok);
+    double *maxd = malloc(sizeof(double) * (size_t)n_tok), *rel = malloc(sizeof(double) * (size_t)n_tok),
+           *margin = malloc(sizeof(double) * (size_t)n_tok);
     const int bos = xi_model_config(ex.m)->bos_token_id;
     for (int i = 0; i < np; i++) toks[i] = 1 + (int32_t)((i * 7919u) % (unsigned)(V - 1));
     if (bos >= 0) toks[0] = bos;
@@ -132,6 +133,10 @@ int main(int argc, char **argv) {
         rel[t] = sqrt(dd / V) / sqrt(var > 0 ? var : 1e-30);
         worst = fmax(worst, m);
         toks[np + t] = argmax(ex.logits, V);
+        double second = -INFINITY; /* the exact logits' top-1 margin: how close a flip was */
+        for (int j = 0; j < V; j++)
+            if (j != toks[np + t]) second = fmax(second, ex.logits[j]);
+        margin[t] = ex.logits[toks[np + t]] - second;
         agree += argmax(q8.logits, V) == toks[np + t];
     }
     /* free running: the int8 model decodes on its own from the prompt */
@@ -150,11 +155,13 @@ int main(int argc, char **argv) {
     if (same_prefix < 0) same_prefix = n_tok;
     qsort(maxd, (size_t)n_tok, sizeof *maxd, cmp_double);
     qsort(rel, (size_t)n_tok, sizeof *rel, cmp_double);
+    qsort(margin, (size_t)n_tok, sizeof *margin, cmp_double);
     printf("model %s  quantization %s  kernels %s  vocab %d  %d prompt + %d tokens\n", p.dir,
            xi_model_quantization(ex.m), xi_model_ops(ex.m)->name, V, np, n_tok);
     printf("int8 vs exact logits, per step: max |d| median %.4g (max %.4g); rms(d)/std(logits) "
            "median %.4g (max %.4g)\n", maxd[n_tok / 2], worst, rel[n_tok / 2], rel[n_tok - 1]);
-    printf("top-1 under teacher forcing: %d/%d agree\n", agree, n_tok);
+    printf("top-1 under teacher forcing: %d/%d agree (exact top-1 margin: median %.4g, min %.4g)\n",
+           agree, n_tok, margin[n_tok / 2], margin[0]);
     printf("greedy free-running: identical for the first %d/%d tokens, same token at %d/%d positions\n",
            same_prefix, n_tok, same_pos, n_tok);
     runner_close(&ex);
@@ -163,5 +170,6 @@ int main(int argc, char **argv) {
     free(free_run);
     free(maxd);
     free(rel);
+    free(margin);
     return 0;
 }
