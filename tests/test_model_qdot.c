@@ -15,10 +15,13 @@ static xi_model *load_prec(const char *rel, const char *quant, const char *kerne
 }
 
 /* Greedy from BOS with the exact path; the int8 path is fed the same tokens. Per step, the
- * largest logit difference; at the end, how often the two argmaxes agree. Measured on AVX2:
- * stories260K-awq 199/200 agree, largest difference 0.38; stories260K int8 199/200, 0.36
- * (its logits span about +-15). */
-static void track_exact(const char *kernels, const char *rel, const char *quant) {
+ * largest logit difference; at the end, how often the two argmaxes agree. Measured on AVX2
+ * over 120 tokens: stories260K-awq 120/120 agree, largest difference 0.31; stories260K int8
+ * 119/120, 0.29 (its logits span about +-15). The best variant only: every variant's
+ * integer matmul has the reference's bits (test_kernels_qdot.c), and qemu is slow. */
+static void track_exact(const char *rel, const char *quant) {
+    const xi_ops *all[8];
+    const char *kernels = all[xi_ops_available(all, 8) - 1]->name;
     xi_model *me = load_prec(rel, quant, kernels, "exact", 2), *mq = load_prec(rel, quant, kernels, "int8", 2);
     CHECK(me && mq);
     const xi_config *c = xi_model_config(me);
@@ -32,7 +35,7 @@ static void track_exact(const char *kernels, const char *rel, const char *quant)
     tm_seq *pa = &a, *pb = &b;
     float *le = malloc(sizeof(float) * c->vocab_size), *lq = malloc(sizeof(float) * c->vocab_size);
     int32_t tok = 1; /* BOS */
-    const int N = 200;
+    const int N = 120;
     int agree = 0;
     double worst = 0;
     for (int t = 0; t < N; t++) {
@@ -47,7 +50,7 @@ static void track_exact(const char *kernels, const char *rel, const char *quant)
     printf("    %s %s%s: int8 vs exact: top-1 %d/%d agree, largest logit difference %.3f\n",
            kernels, rel, quant ? " --quantization int8" : "", agree, N, worst);
     CHECKF(worst > 0, "the int8 path gave the exact path's logits: it did not run");
-    CHECKF(worst < 0.75 && agree >= N - 4, "%d/%d agree, largest difference %g", agree, N, worst);
+    CHECKF(worst < 0.75 && agree >= N - 3, "%d/%d agree, largest difference %g", agree, N, worst);
     free(le);
     free(lq);
     xi_kv_store_free(ke);
@@ -56,19 +59,9 @@ static void track_exact(const char *kernels, const char *rel, const char *quant)
     xi_model_free(mq);
 }
 
-#define EACH_VARIANT(fn, ...)                                                      \
-    do {                                                                           \
-        const xi_ops *all_[8];                                                     \
-        const int n_ = xi_ops_available(all_, 8);                                  \
-        for (int v_ = 0; v_ < n_; v_++) {                                          \
-            fn(all_[v_]->name, __VA_ARGS__);                                       \
-            CHECKF(!xi_test_failed(), "kernel variant %s", all_[v_]->name);        \
-        }                                                                          \
-    } while (0)
-
 TEST(test_int8_activations_track_exact_path_stories260k_awq) {
-    EACH_VARIANT(track_exact, "models/stories260K-awq", NULL);
+    track_exact("models/stories260K-awq", NULL);
 }
 TEST(test_int8_activations_track_exact_path_stories260k_int8) {
-    EACH_VARIANT(track_exact, "models/stories260K", "int8");
+    track_exact("models/stories260K", "int8");
 }
