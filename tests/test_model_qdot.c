@@ -65,3 +65,25 @@ TEST(test_int8_activations_track_exact_path_stories260k_awq) {
 TEST(test_int8_activations_track_exact_path_stories260k_int8) {
     track_exact("models/stories260K", "int8");
 }
+
+/* --kernel-precision reaches the model: each name loads its table, another is an error that
+ * names it. */
+TEST(test_kernel_precision_picks_the_table_and_rejects_unknown_names) {
+    char *dir = xi_test_data("models/stories260K-awq");
+    char err[256] = "";
+    const char *names[3] = {"exact", "int8", "fp8"};
+    for (int i = 0; i < 3; i++) {
+        xi_model_params p = {.dir = dir, .n_threads = 1, .kernel_precision = names[i]};
+        xi_model *m = xi_model_load(&p, err, sizeof err);
+        if (i < 2) {
+            CHECKF(m, "%s: %s", names[i], err);
+            CHECK(!strcmp(xi_model_ops(m)->precision, names[i]));
+            CHECK((xi_model_ops(m)->matmul_q != NULL) == (i == 1));
+            xi_model_free(m);
+        } else {
+            CHECK(!m);
+            CHECKF(strstr(err, "fp8") && strstr(err, "exact"), "%s", err);
+        }
+    }
+    free(dir);
+}
