@@ -65,7 +65,8 @@ static int step(runner *r, const int32_t *ids, int n, int start) {
     }
     xi_batch_seq s = {0, n, r->table, MAX_TOKENS / 16 + 2};
     int32_t row = n - 1;
-    xi_batch b = {n, ids, pos, slots, 1, &s, 1, &row};
+    xi_batch b = {.n_tokens = n, .tokens = ids, .positions = pos, .slots = slots,
+                  .n_seqs = 1, .seqs = &s, .n_logits = 1, .logits_rows = &row};
     char err[256];
     if (xi_model_forward(r->m, r->kv, &b, r->logits, err, sizeof err)) {
         fprintf(stderr, "bench_accuracy: forward: %s\n", err);

@@ -45,6 +45,21 @@ json_t *tm_load_json(const char *rel);
         }                                                                          \
     } while (0)
 
+/* The same for each activation precision of quantized weights in the mask (1: exact,
+ * 2: int8; XINFER_KERNEL_PRECISION picks it at load). Unquantized models run the same code
+ * in both, so they need only TM_FOR_EACH_VARIANT. */
+#define TM_FOR_EACH_VARIANT_IN(precisions, fn, ...)                                   \
+    do {                                                                           \
+        static const char *const prec_[2] = {"exact", "int8"};                     \
+        for (int p_ = 0; p_ < 2; p_++) {                                           \
+            if (!((precisions) >> p_ & 1)) continue;                               \
+            setenv("XINFER_KERNEL_PRECISION", prec_[p_], 1);                       \
+            TM_FOR_EACH_VARIANT(fn, ##__VA_ARGS__);                                \
+            CHECKF(!xi_test_failed(), "%s precision", prec_[p_]);                  \
+        }                                                                          \
+        unsetenv("XINFER_KERNEL_PRECISION");                                       \
+    } while (0)
+
 /* A Hugging Face reference (models/<rel>/reference.json): the first 8 logits at every
  * position and the whole last row within 1e-4, then greedy 32 equal. The largest errors seen
  * go to err_first8 / err_last (over every sequence) when not NULL. */

@@ -74,13 +74,21 @@ TEST(test_batch_and_chunk_invariance_qwen3moe_bf16_kv) {
     TM_FOR_EACH_VARIANT(tm_invariance, "models/qwen3moe-tiny-random", XI_BF16, NULL);
 }
 TEST(test_batch_and_chunk_invariance_qwen3moe_int8_experts) {
-    TM_FOR_EACH_VARIANT(tm_invariance, "models/qwen3moe-tiny-random", XI_F32, "int8");
+    TM_FOR_EACH_VARIANT_IN(3, tm_invariance, "models/qwen3moe-tiny-random", XI_F32, "int8");
+}
+/* Quantized weights in both activation precisions: int8 activations are quantized per row,
+ * so a row's bits still do not depend on its neighbours. */
+TEST(test_batch_and_chunk_invariance_stories260k_awq) {
+    TM_FOR_EACH_VARIANT_IN(3, tm_invariance, "models/stories260K-awq", XI_F32, NULL);
+}
+TEST(test_batch_and_chunk_invariance_stories260k_int8) {
+    TM_FOR_EACH_VARIANT_IN(3, tm_invariance, "models/stories260K", XI_F32, "int8");
 }
 
-static void thread_invariance(const char *rel) {
+static void thread_invariance_q(const char *rel, const char *quant) {
     float *a = NULL;
     for (int threads = 1; threads <= 3; threads++) {
-        xi_model *m = tm_load(rel, NULL, NULL, threads);
+        xi_model *m = tm_load_ex(rel, NULL, quant, NULL, threads);
         CHECK(m);
         const xi_config *c = xi_model_config(m);
         char err[256];
@@ -89,7 +97,7 @@ static void thread_invariance(const char *rel) {
         tm_seq_init(&s, 1, 7);
         tm_seq *sp = &s;
         int32_t ids[20];
-        for (int i = 0; i < 20; i++) ids[i] = 100 + 37 * i;
+        for (int i = 0; i < 20; i++) ids[i] = (100 + 37 * i) % c->vocab_size;
         const int32_t *ip = ids;
         int n = 20;
         float *l = malloc(sizeof(float) * c->vocab_size);
@@ -105,7 +113,14 @@ static void thread_invariance(const char *rel) {
     free(a);
 }
 
+static void thread_invariance(const char *rel) { thread_invariance_q(rel, NULL); }
+
 TEST(test_thread_count_does_not_change_logits) { thread_invariance("models/qwen2-tiny-random"); }
+/* Quantized models on the default (int8) kernel precision. */
+TEST(test_thread_count_does_not_change_int8_path_logits) {
+    thread_invariance_q("models/stories260K-awq", NULL);
+    thread_invariance_q("models/stories260K", "int8");
+}
 TEST(test_thread_count_does_not_change_qwen3moe_logits) {
     thread_invariance("models/qwen3moe-tiny-random");
 }
@@ -147,7 +162,9 @@ static void awq_reference(const char *kernels) {
     xi_model_free(m);
 }
 
-TEST(test_stories260k_awq_matches_dequantized_reference) { TM_FOR_EACH_VARIANT(awq_reference); }
+/* The reference is of fp32 activations; the int8 path's distance to it is measured in
+ * test_model_qdot.c. */
+TEST(test_stories260k_awq_matches_dequantized_reference) { TM_FOR_EACH_VARIANT_IN(1, awq_reference); }
 
 /* int8 per-channel weights: a quarter of the f32 bytes, logits close to the float model. */
 TEST(test_int8_quantization_tracks_float_model) {

@@ -9,7 +9,7 @@
 static xi_model *load_prec(const char *rel, const char *quant, const char *kernels,
                            const char *precision, int threads) {
     setenv("XINFER_KERNEL_PRECISION", precision, 1);
-    xi_model *m = tm_load_quant(rel, quant, kernels, threads);
+    xi_model *m = tm_load_ex(rel, NULL, quant, kernels, threads);
     unsetenv("XINFER_KERNEL_PRECISION");
     return m;
 }
