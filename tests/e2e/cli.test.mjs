@@ -24,16 +24,19 @@ test('--help lists the vLLM flags and exits 0', async () => {
   }
 });
 
-test('unknown flags, bad values and -tp > 1 fail naming the flag', async () => {
+test('unknown flags, bad values and a -tp that cuts the heads fail naming the flag', async () => {
   let r = await run(['serve', model('stories260K'), '--no-such-flag']);
   assert.notEqual(r.code, 0);
   assert.match(r.stderr, /--no-such-flag/);
   r = await run(['serve', model('stories260K'), '--port=http']);
   assert.notEqual(r.code, 0);
   assert.match(r.stderr, /--port/);
-  r = await run(['serve', model('stories260K'), '-tp', '2']);
+  r = await run(['serve', model('stories260K'), '-tp', '0']);
   assert.notEqual(r.code, 0);
-  assert.match(r.stderr, /-tp 2.*not implemented/);
+  assert.match(r.stderr, /-tp: 0 is out of range/);
+  r = await run(['serve', model('stories260K'), '-tp', '3', '--host', '127.0.0.1', '--port', '0']);
+  assert.notEqual(r.code, 0);
+  assert.match(r.stderr, /-tp 3: 8 attention heads do not split 3 ways; -tp values that work for this model: 1, 2, 4/);
   r = await run(['serve', '/no/such/model/folder', '--port', '0']);
   assert.notEqual(r.code, 0);
 });
