@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_gguf.h"
 #include "xinfer.h"
 
 struct xi_engine {
@@ -246,7 +247,7 @@ xi_engine *xi_engine_open(const xi_engine_params *params, char *err, size_t errl
                           .progress_user = params->load_progress_user};
     e->model = xi_model_load(&mp, err, errlen);
     if (!e->model) goto fail;
-    e->tok = xi_tokenizer_load(params->model_dir, err, errlen);
+    e->tok = xi_tokenizer_load_model(params->model_dir, err, errlen);
     if (!e->tok) goto fail;
     /* A template that fails to parse only disables chat: completions still work. */
     const char *tmpl = params->chat_template ? params->chat_template : xi_tokenizer_chat_template(e->tok);

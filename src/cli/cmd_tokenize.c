@@ -4,10 +4,11 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "tokenizer/tokenizer.h"
+#include "hub/hub.h"
+#include "tokenizer/tokenizer_gguf.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: xinfer tokenize --model DIR (--text TEXT | --ids 1,2,3) [--no-special]\n\n"
+    fprintf(f, "usage: xinfer tokenize --model DIR|FILE.gguf|NAME (--text TEXT | --ids 1,2,3) [--no-special]\n\n"
                "  --model DIR    folder with tokenizer.json (or vocab.json + merges.txt)\n"
                "  --text TEXT    print the ids of TEXT as a JSON array\n"
                "  --ids LIST     print the text of comma-separated ids\n"
@@ -66,7 +67,9 @@ int cmd_tokenize(int argc, char **argv) {
         return 1;
     }
     char err[512] = "";
-    xi_tokenizer *t = xi_tokenizer_load(model, err, sizeof err);
+    char *resolved = xi_hub_resolve(model, NULL, err, sizeof err);
+    xi_tokenizer *t = resolved ? xi_tokenizer_load_model(resolved, err, sizeof err) : NULL;
+    free(resolved);
     if (!t) {
         fprintf(stderr, "xinfer tokenize: %s\n", err);
         return 1;

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 struct xi_config;
+struct xi_gguf;
 
 /* How a layer mixes tokens. FULL: causal softmax attention over every earlier position. */
 typedef enum { XI_ATTN_FULL } xi_attn_kind;
@@ -66,6 +67,12 @@ typedef struct xi_arch_family {
     const char *name;             /* "llama", "qwen3", "qwen3_moe" */
     const char *const *hf_archs;  /* config.json architectures[0] values, NULL-terminated */
     const char *const *gguf_archs;/* GGUF general.architecture values, NULL-terminated */
+    const char *const *gguf_as_hf;/* the config.json architecture of each gguf_archs entry */
+    /* GGUF hook: put the family's own config.json fields, read from the file's metadata
+     * (keys "<arch>.*"), into cfg, the config.json object built from the common keys
+     * (model/gguf_model.c); NULL when the family has none. -1 with err naming the key. */
+    int (*gguf_config)(json_t *cfg, const struct xi_gguf *g, const char *arch, char *err,
+                       size_t errlen);
     /* Read the family's own config.json fields into c (the common ones are read already)
      * and fill c->layer[0 .. c->n_layers). -1 with err naming file and field. */
     int (*parse)(struct xi_config *c, json_t *j, const char *file, char *err, size_t errlen);
@@ -74,6 +81,9 @@ typedef struct xi_arch_family {
 
 /* The family of architectures[0], or NULL. */
 const xi_arch_family *xi_arch_find(const char *architecture);
+/* The family of a GGUF general.architecture and the config.json architecture it stands for
+ * (*hf), or NULL. */
+const xi_arch_family *xi_arch_find_gguf(const char *gguf_arch, const char **hf);
 /* "LlamaForCausalLM, MistralForCausalLM, ..." : every architecture the registry knows. */
 void xi_arch_known(char *buf, size_t n);
 /* The module name of role in the given naming for layer (and expert); -1 when the family has

@@ -170,19 +170,29 @@ static int parse_generation_config(xi_config *c, const char *dir, char *err, siz
 }
 
 int xi_config_load(xi_config *c, const char *dir, char *err, size_t errlen) {
-    memset(c, 0, sizeof *c);
-    c->bos_token_id = -1;
-    c->gen_temperature = c->gen_top_p = c->gen_min_p = c->gen_repetition_penalty = -1.0f;
-    c->gen_top_k = -2;
     char *path = xi_path_join(dir, "config.json");
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je);
     int rc = -1;
     if (!j) {
+        memset(c, 0, sizeof *c);
         if (!xi_file_exists(path)) xi_errf(err, errlen, "%s: not found (not a Hugging Face model folder?)", path);
         else xi_errf(err, errlen, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
-        goto out;
+    } else {
+        rc = xi_config_parse(c, j, path, dir, err, errlen);
     }
+    json_decref(j);
+    free(path);
+    return rc;
+}
+
+int xi_config_parse(xi_config *c, json_t *j, const char *path, const char *dir, char *err,
+                    size_t errlen) {
+    memset(c, 0, sizeof *c);
+    c->bos_token_id = -1;
+    c->gen_temperature = c->gen_top_p = c->gen_min_p = c->gen_repetition_penalty = -1.0f;
+    c->gen_top_k = -2;
+    int rc = -1;
     if (!json_is_object(j)) {
         xi_errf(err, errlen, "%s: expected a JSON object", path);
         goto out;
@@ -268,13 +278,11 @@ int xi_config_load(xi_config *c, const char *dir, char *err, size_t errlen) {
     add_eos(c, json_object_get(j, "eos_token_id"));
     if (parse_rope_scaling(c, json_object_get(j, "rope_scaling"), path, err, errlen) ||
         parse_quant(c, json_object_get(j, "quantization_config"), path, err, errlen) ||
-        parse_generation_config(c, dir, err, errlen) ||
+        (dir && parse_generation_config(c, dir, err, errlen)) ||
         c->family->parse(c, j, path, err, errlen))
         goto out;
     rc = 0;
 out:
-    json_decref(j);
-    free(path);
     if (rc) xi_config_free(c);
     return rc;
 }

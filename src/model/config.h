@@ -44,6 +44,10 @@ typedef struct xi_config {
 
 /* Parse dir/config.json and dir/generation_config.json (optional). */
 int xi_config_load(xi_config *c, const char *dir, char *err, size_t errlen);
+/* The same from a parsed config.json object j (path names it in errors); dir: the folder
+ * whose generation_config.json is read, or NULL for none (a GGUF file's config). */
+int xi_config_parse(xi_config *c, json_t *j, const char *path, const char *dir, char *err,
+                    size_t errlen);
 void xi_config_free(xi_config *c);
 /* For the family parsers: o[key] as a non-negative int into *out (left as is when absent and
  * not required); -1 with err naming file and key. */

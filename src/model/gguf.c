@@ -107,6 +107,16 @@ const char *xi_gguf_vtype_name(xi_gguf_vtype t) {
 
 /* ---------------------------------------------------------------- set bookkeeping */
 
+int xi_gguf_is_file(const char *path) {
+    struct stat st;
+    if (!path || stat(path, &st) || !S_ISREG(st.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    char magic[4] = {0};
+    int ok = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
+    if (f) fclose(f);
+    return ok;
+}
+
 void xi_gguf_close(xi_gguf *g) {
     if (!g) return;
     for (int i = 0; i < g->n_kv; i++) {

@@ -58,6 +58,9 @@ typedef struct xi_gguf_tensor {
 
 typedef struct xi_gguf xi_gguf;
 
+/* 1 when path is a regular file that starts with the GGUF magic (.gguf files and Ollama's
+ * extension-less blobs alike). */
+int xi_gguf_is_file(const char *path);
 /* Open a GGUF file; a split's first part (…-00001-of-0000N.gguf) opens every part. */
 xi_gguf *xi_gguf_open(const char *path, char *err, size_t errlen);
 void xi_gguf_close(xi_gguf *g);

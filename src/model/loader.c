@@ -49,10 +49,15 @@ static void shape_str(char *buf, size_t n, int nd, const int64_t *shape) {
     if (o < (int)n) snprintf(buf + o, n - (size_t)o, "]");
 }
 
+/* A tensor of the model's source (safetensors or GGUF) by name, or NULL. */
+static const xi_st_tensor *lookup(xi_model *m, const char *name) {
+    return m->gw ? xi_gguf_weights_find(m->gw, name) : xi_st_find(m->st, name);
+}
+
 /* Find a tensor and check its shape (and that it is a float type when float_only). */
 static const xi_st_tensor *bind(xi_model *m, const char *name, int nd, const int64_t *shape,
                                 int float_only, char *err, size_t errlen) {
-    const xi_st_tensor *t = xi_st_find(m->st, name);
+    const xi_st_tensor *t = lookup(m, name);
     char want[96], got[96];
     shape_str(want, sizeof want, nd, shape);
     if (!t) {
@@ -155,7 +160,7 @@ static const xi_st_tensor *find_typed(xi_model *m, const char *module, const cha
                                       xi_dtype want, char *err, size_t errlen) {
     char name[300];
     snprintf(name, sizeof name, "%s.%s", module, suffix);
-    const xi_st_tensor *t = xi_st_find(m->st, name);
+    const xi_st_tensor *t = lookup(m, name);
     if (!t) {
         xi_errf(err, errlen, "%s: missing tensor (AWQ checkpoint)", name);
         return NULL;
@@ -234,14 +239,18 @@ static int load_bias(xi_model *m, float **out, const char *module, int64_t n, co
     char name[300];
     snprintf(name, sizeof name, "%s.bias", module);
     *out = NULL;
-    if (!want && !xi_st_find(m->st, name)) return 0;
+    if (!want && !lookup(m, name)) return 0;
     *out = load_vector_part(m, name, n, sl->r0, sl->r1, err, errlen);
     return *out ? 0 : -1;
 }
 
-/* The Hugging Face module name of role (layer l, expert e) in buf[256]. */
+/* The module name of role (layer l, expert e) in buf[256]: Hugging Face's, or GGUF's with
+ * ".E" after a stacked expert tensor's name (model/gguf_model.h). */
 static const char *tname(const xi_model *m, xi_tensor_role role, int l, int e, char *buf) {
-    if (xi_arch_tensor_name(m->cfg.family, XI_NAMES_HF, role, l, e, buf, 256)) buf[0] = 0;
+    xi_naming naming = m->gw ? XI_NAMES_GGUF : XI_NAMES_HF;
+    if (xi_arch_tensor_name(m->cfg.family, naming, role, l, e, buf, 256)) buf[0] = 0;
+    else if (m->gw && (role == XI_T_EXP_GATE || role == XI_T_EXP_UP || role == XI_T_EXP_DOWN))
+        snprintf(buf + strlen(buf), 256 - strlen(buf), ".%d", e);
     return buf;
 }
 
@@ -329,7 +338,14 @@ static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) 
         xi_errf(err, errlen, "out of memory");
         return NULL;
     }
-    if (xi_config_load(&m->cfg, p->dir, err, errlen)) {
+    int gguf = xi_gguf_is_file(p->dir);
+    if (gguf && !(m->gguf = xi_gguf_open(p->dir, err, errlen))) {
+        free(m);
+        return NULL;
+    }
+    if (gguf ? xi_config_load_gguf(&m->cfg, m->gguf, p->dir, err, errlen)
+             : xi_config_load(&m->cfg, p->dir, err, errlen)) {
+        xi_gguf_close(m->gguf);
         free(m);
         return NULL;
     }
@@ -370,14 +386,15 @@ static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) 
         goto fail;
     }
     if (xi_shard_plan(m, p->comm, err, errlen)) goto fail;
-    m->st = xi_st_open_dir(p->dir, err, errlen);
-    if (!m->st) goto fail;
+    int zero_copy = p->load_format && !strcmp(p->load_format, "mmap");
+    if (gguf) m->gw = xi_gguf_weights_new(m->gguf, c, p->dir, m->wdtype, !zero_copy, err, errlen);
+    else m->st = xi_st_open_dir(p->dir, err, errlen);
+    if (!m->st && !m->gw) goto fail;
     char mod[256], emb_name[300], name[300];
     snprintf(emb_name, sizeof emb_name, "%s.weight", tname(m, XI_T_TOKEN_EMBD, 0, 0, mod));
-    const xi_st_tensor *emb = xi_st_find(m->st, emb_name);
+    const xi_st_tensor *emb = lookup(m, emb_name);
     if (r == 1 && emb && (emb->dtype == XI_F32 || emb->dtype == XI_F16 || emb->dtype == XI_BF16))
-        m->wdtype = emb->dtype; /* auto: as stored */
-    int zero_copy = p->load_format && !strcmp(p->load_format, "mmap");
+        m->wdtype = emb->dtype; /* auto: as stored (a dequantized GGUF: its config's dtype) */
     if (p->load_format && *p->load_format && strcmp(p->load_format, "mmap") &&
         strcmp(p->load_format, "auto") && strcmp(p->load_format, "safetensors")) {
         xi_errf(err, errlen, "--load-format %s: expected auto, safetensors or mmap", p->load_format);
@@ -421,9 +438,13 @@ static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) 
     if (!m->pool) goto oom;
     xi_shard_localize(m); /* from here on cfg describes this rank's heads and ffn columns */
     if (p->progress) p->progress(p->progress_user, 1.0);
-    if (!zero_copy) {
-        xi_st_close(m->st); /* every weight now lives in our memory */
+    if (!zero_copy) { /* every weight now lives in our memory */
+        xi_st_close(m->st);
+        xi_gguf_weights_free(m->gw);
+        xi_gguf_close(m->gguf);
         m->st = NULL;
+        m->gw = NULL;
+        m->gguf = NULL;
     }
     return m;
 oom:
@@ -478,6 +499,8 @@ void xi_model_free(xi_model *m) {
     xi_moe_free(&m->moe);
     xi_tp_free(m);
     if (m->st) xi_st_close(m->st);
+    xi_gguf_weights_free(m->gw);
+    xi_gguf_close(m->gguf);
     xi_config_free(&m->cfg);
     free(m);
 }

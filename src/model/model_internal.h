@@ -2,6 +2,7 @@
 #ifndef XI_MODEL_INTERNAL_H
 #define XI_MODEL_INTERNAL_H
 
+#include "model/gguf_model.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "base/comm.h"
@@ -53,6 +54,8 @@ typedef struct xi_moe_scratch {
 struct xi_model {
     xi_config cfg;
     xi_st_set *st;                 /* open while weights may point into the mmap */
+    xi_gguf *gguf;                 /* a GGUF model: the file, open like st */
+    xi_gguf_weights *gw;           /* ... and its tensors as the loader binds them */
     const xi_ops *ops;
     xi_pool *pool;
     xi_dtype wdtype;               /* dtype of float weights in memory */

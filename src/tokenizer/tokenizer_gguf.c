@@ -308,3 +308,12 @@ out:
     vocab_free(&v);
     return t;
 }
+
+xi_tokenizer *xi_tokenizer_load_model(const char *path, char *err, size_t errlen) {
+    if (!xi_gguf_is_file(path)) return xi_tokenizer_load(path, err, errlen);
+    xi_gguf *g = xi_gguf_open(path, err, errlen);
+    xi_tokenizer *t = g ? xi_tokenizer_load_gguf(g, err, errlen) : NULL;
+    if (g && !t) xi_err_prefix(err, errlen, "%s", path);
+    xi_gguf_close(g);
+    return t;
+}

@@ -10,5 +10,7 @@
 #include "tokenizer/tokenizer.h"
 
 xi_tokenizer *xi_tokenizer_load_gguf(const xi_gguf *g, char *err, size_t errlen);
+/* A model's tokenizer: from a GGUF file's metadata, or a folder's tokenizer files. */
+xi_tokenizer *xi_tokenizer_load_model(const char *path, char *err, size_t errlen);
 
 #endif

@@ -14,5 +14,6 @@ static int parse(xi_config *c, json_t *j, const char *file, char *err, size_t er
 
 static const char *const hf[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", NULL};
 static const char *const gguf[] = {"llama", "qwen2", NULL};
+static const char *const gguf_hf[] = {"LlamaForCausalLM", "Qwen2ForCausalLM"};
 
-const xi_arch_family xi_arch_llama = {"llama", hf, gguf, parse, xi_llama_names};
+const xi_arch_family xi_arch_llama = {"llama", hf, gguf, gguf_hf, NULL, parse, xi_llama_names};

@@ -13,4 +13,4 @@ static int parse(xi_config *c, json_t *j, const char *file, char *err, size_t er
 static const char *const hf[] = {"Qwen3ForCausalLM", NULL};
 static const char *const gguf[] = {"qwen3", NULL};
 
-const xi_arch_family xi_arch_qwen3 = {"qwen3", hf, gguf, parse, xi_llama_names};
+const xi_arch_family xi_arch_qwen3 = {"qwen3", hf, gguf, hf, NULL, parse, xi_llama_names};

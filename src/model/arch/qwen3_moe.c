@@ -5,6 +5,7 @@
  * top num_experts_per_tok, renormalised when norm_topk_prob. */
 #include "base/base.h"
 #include "model/config.h"
+#include "model/gguf_model.h"
 
 static int parse(xi_config *c, json_t *j, const char *file, char *err, size_t errlen) {
     c->attention_bias = json_is_true(json_object_get(j, "attention_bias"));
@@ -50,4 +51,17 @@ static int parse(xi_config *c, json_t *j, const char *file, char *err, size_t er
 static const char *const hf[] = {"Qwen3MoeForCausalLM", NULL};
 static const char *const gguf[] = {"qwen3moe", NULL};
 
-const xi_arch_family xi_arch_qwen3_moe = {"qwen3_moe", hf, gguf, parse, xi_llama_names};
+/* GGUF: llama.cpp runs every qwen3moe layer as MoE and renormalises the top-k weights. */
+static int gguf_config(json_t *cfg, const xi_gguf *g, const char *arch, char *err, size_t errlen) {
+    json_object_set_new(cfg, "norm_topk_prob", json_true());
+    return xi_gguf_config_int(cfg, g, arch, "expert_count", "num_experts", 1, err, errlen) ||
+                   xi_gguf_config_int(cfg, g, arch, "expert_used_count", "num_experts_per_tok", 1,
+                                      err, errlen) ||
+                   xi_gguf_config_int(cfg, g, arch, "expert_feed_forward_length",
+                                      "moe_intermediate_size", 1, err, errlen)
+               ? -1
+               : 0;
+}
+
+const xi_arch_family xi_arch_qwen3_moe = {"qwen3_moe", hf, gguf, hf, gguf_config, parse,
+                                          xi_llama_names};

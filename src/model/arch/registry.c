@@ -16,6 +16,16 @@ const xi_arch_family *xi_arch_find(const char *architecture) {
     return NULL;
 }
 
+const xi_arch_family *xi_arch_find_gguf(const char *gguf_arch, const char **hf) {
+    for (size_t f = 0; f < XI_ARRAY_LEN(families); f++)
+        for (int i = 0; families[f]->gguf_archs[i]; i++)
+            if (!strcmp(families[f]->gguf_archs[i], gguf_arch)) {
+                *hf = families[f]->gguf_as_hf[i];
+                return families[f];
+            }
+    return NULL;
+}
+
 void xi_arch_known(char *buf, size_t n) {
     size_t o = 0;
     if (n) buf[0] = 0;
