@@ -81,12 +81,17 @@ json_t *tm_load_json(const char *rel) {
 }
 
 void tm_reference(const char *kernels, const char *rel, double *err_first8, double *err_last) {
-    xi_model *m = tm_load(rel, "float32", kernels, 2);
-    CHECK(m);
-    const xi_config *c = xi_model_config(m);
     char refpath[256];
     snprintf(refpath, sizeof refpath, "%s/reference.json", rel);
-    json_t *ref = tm_load_json(refpath);
+    tm_reference_of(kernels, rel, refpath, 1e-4, err_first8, err_last);
+}
+
+void tm_reference_of(const char *kernels, const char *model, const char *ref_rel, double tol,
+                     double *err_first8, double *err_last) {
+    xi_model *m = tm_load(model, "float32", kernels, 2);
+    CHECK(m);
+    const xi_config *c = xi_model_config(m);
+    json_t *ref = tm_load_json(ref_rel);
     CHECK(ref);
     size_t si;
     json_t *sq;
@@ -122,7 +127,7 @@ void tm_reference(const char *kernels, const char *rel, double *err_first8, doub
         maxerr = e8 > elast ? e8 : elast;
         if (err_first8 && e8 > *err_first8) *err_first8 = e8;
         if (err_last && elast > *err_last) *err_last = elast;
-        CHECKF(maxerr < 1e-4, "%s: max abs logit error %g", json_string_value(json_object_get(sq, "name")), maxerr);
+        CHECKF(maxerr < tol, "%s: max abs logit error %g", json_string_value(json_object_get(sq, "name")), maxerr);
         /* greedy continuation */
         json_t *g = json_object_get(sq, "greedy_32");
         int32_t next = tm_argmax(logits + (size_t)(n - 1) * c->vocab_size, c->vocab_size);

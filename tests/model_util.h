@@ -72,5 +72,9 @@ void tm_int8_tracks_float(const char *rel, const int32_t *ids, int n, double byt
 void tm_invariance(const char *kernels, const char *rel, xi_dtype kvt, const char *quant);
 
 void tm_reference(const char *kernels, const char *rel, double *err_first8, double *err_last);
+/* The same for the model at model (a folder or file: shared-data relative or absolute) against
+ * the reference ref_rel, logits within tol. */
+void tm_reference_of(const char *kernels, const char *model, const char *ref_rel, double tol,
+                     double *err_first8, double *err_last);
 
 #endif
