@@ -323,3 +323,53 @@ TEST(test_gguf_model_served_over_http_with_its_metadata_template) {
     xi_engine_close(e);
     xi_server_free(srv);
 }
+
+/* --chat-template wins over the template in the metadata. */
+TEST(test_gguf_model_chat_template_flag_overrides_the_metadata) {
+    char err[512] = "";
+    xi_engine_params ep;
+    xi_engine_params_default(&ep);
+    ep.model_dir = xi_test_data("gguf/qwen3moe-tiny-bf16.gguf");
+    ep.kv_cache_memory_bytes = 16 << 20;
+    ep.n_threads = 1;
+    ep.max_model_len = 256;
+    ep.chat_template = "[{% for m in messages %}{{ m.role }}={{ m.content }};{% endfor %}]";
+    xi_engine *e = xi_engine_open(&ep, err, sizeof err);
+    CHECKF(e, "%s", err);
+    char *text = xi_engine_apply_chat_template(e, "[{\"role\":\"user\",\"content\":\"Hi\"}]", NULL,
+                                               1, 0, err, sizeof err);
+    CHECKF(text && !strcmp(text, "[user=Hi;]"), "%s", text ? text : err);
+    free(text);
+    xi_engine_close(e);
+}
+
+/* The CLI on a GGUF: an Ollama store's extension-less blob (found by its magic) tokenizes with
+ * the metadata's special tokens; generate runs a .gguf path. */
+TEST(test_gguf_model_cli_tokenize_ollama_blob_and_generate) {
+    const char *root = xi_test_tmpdir();
+    char *src = xi_test_data("gguf/qwen3moe-tiny-bf16.gguf"), *abs = realpath(src, NULL);
+    CHECK(abs);
+    const char *hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/blobs %s/manifests/registry.ollama.ai/library/tiny && "
+             "ln -s %s %s/blobs/sha256-%s && printf '{\"schemaVersion\":2,\"layers\":[{\"mediaType\":"
+             "\"application/vnd.ollama.image.model\",\"digest\":\"sha256:%s\",\"size\":1}]}' > "
+             "%s/manifests/registry.ollama.ai/library/tiny/latest",
+             root, root, abs, root, hex, hex, root);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "OLLAMA_MODELS=%s %s tokenize --model ollama:tiny --text '<|im_start|>user'",
+             root, xi_test_bin());
+    CHECK(xi_test_run(cmd, &out) == 0);
+    CHECKF(!strncmp(out, "[151644, ", 9), "%s", out); /* one special token, then "user" */
+    free(out);
+    char *stories = xi_test_data("gguf/stories260K-f32.gguf");
+    snprintf(cmd, sizeof cmd, "%s generate --model %s --prompt 'Once upon a time' --max-tokens 4 "
+             "--temperature 0 --threads 1 2>&1", xi_test_bin(), stories);
+    CHECK(xi_test_run(cmd, &out) == 0);
+    CHECKF(strstr(out, "generated: 4 tokens"), "%s", out);
+    free(out);
+    free(stories);
+    free(abs);
+    free(src);
+}
