@@ -278,18 +278,24 @@ TEST(test_gguf_model_refuses_what_it_cannot_serve_by_name) {
     free(path);
 }
 
-/* The tokenizer and chat template come from the metadata; a chat completion is served over
- * HTTP and its prompt is the template's rendering of the messages. */
-TEST(test_gguf_model_served_over_http_with_its_metadata_template) {
-    static const char *const names[] = {"tiny"};
-    char err[512] = "";
+/* An engine on qwen3moe-tiny-bf16.gguf (chat_template NULL: the metadata's). */
+static xi_engine *open_qwen3moe(const char *chat_template, char *err, size_t errlen) {
     xi_engine_params ep;
     xi_engine_params_default(&ep);
     ep.model_dir = xi_test_data("gguf/qwen3moe-tiny-bf16.gguf");
     ep.kv_cache_memory_bytes = 16 << 20;
     ep.n_threads = 1;
     ep.max_model_len = 256;
-    xi_engine *e = xi_engine_open(&ep, err, sizeof err);
+    ep.chat_template = chat_template;
+    return xi_engine_open(&ep, err, errlen);
+}
+
+/* The tokenizer and chat template come from the metadata; a chat completion is served over
+ * HTTP and its prompt is the template's rendering of the messages. */
+TEST(test_gguf_model_served_over_http_with_its_metadata_template) {
+    static const char *const names[] = {"tiny"};
+    char err[512] = "";
+    xi_engine *e = open_qwen3moe(NULL, err, sizeof err);
     CHECKF(e && !xi_engine_start(e, err, sizeof err), "%s", err);
     const char *msgs = "[{\"role\":\"user\",\"content\":\"Hi there\"}]";
     char *text = xi_engine_apply_chat_template(e, msgs, NULL, 1, 0, err, sizeof err);
@@ -327,14 +333,8 @@ TEST(test_gguf_model_served_over_http_with_its_metadata_template) {
 /* --chat-template wins over the template in the metadata. */
 TEST(test_gguf_model_chat_template_flag_overrides_the_metadata) {
     char err[512] = "";
-    xi_engine_params ep;
-    xi_engine_params_default(&ep);
-    ep.model_dir = xi_test_data("gguf/qwen3moe-tiny-bf16.gguf");
-    ep.kv_cache_memory_bytes = 16 << 20;
-    ep.n_threads = 1;
-    ep.max_model_len = 256;
-    ep.chat_template = "[{% for m in messages %}{{ m.role }}={{ m.content }};{% endfor %}]";
-    xi_engine *e = xi_engine_open(&ep, err, sizeof err);
+    xi_engine *e = open_qwen3moe("[{% for m in messages %}{{ m.role }}={{ m.content }};{% endfor %}]",
+                                 err, sizeof err);
     CHECKF(e, "%s", err);
     char *text = xi_engine_apply_chat_template(e, "[{\"role\":\"user\",\"content\":\"Hi\"}]", NULL,
                                                1, 0, err, sizeof err);
