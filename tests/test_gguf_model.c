@@ -344,7 +344,7 @@ TEST(test_gguf_model_chat_template_flag_overrides_the_metadata) {
 }
 
 /* The CLI on a GGUF: an Ollama store's extension-less blob (found by its magic) tokenizes with
- * the metadata's special tokens; generate runs a .gguf path. */
+ * the metadata's special tokens and inspects as GGUF; generate runs a .gguf path. */
 TEST(test_gguf_model_cli_tokenize_ollama_blob_and_generate) {
     const char *root = xi_test_tmpdir();
     char *src = xi_test_data("gguf/qwen3moe-tiny-bf16.gguf"), *abs = realpath(src, NULL);
@@ -362,6 +362,10 @@ TEST(test_gguf_model_cli_tokenize_ollama_blob_and_generate) {
              root, xi_test_bin());
     CHECK(xi_test_run(cmd, &out) == 0);
     CHECKF(!strncmp(out, "[151644, ", 9), "%s", out); /* one special token, then "user" */
+    free(out);
+    snprintf(cmd, sizeof cmd, "OLLAMA_MODELS=%s %s inspect ollama:tiny", root, xi_test_bin());
+    CHECK(xi_test_run(cmd, &out) == 0);
+    CHECKF(strstr(out, "qwen3moe.expert_count") && strstr(out, "blk.1.ffn_down_exps.weight"), "%s", out);
     free(out);
     char *stories = xi_test_data("gguf/stories260K-f32.gguf");
     snprintf(cmd, sizeof cmd, "%s generate --model %s --prompt 'Once upon a time' --max-tokens 4 "

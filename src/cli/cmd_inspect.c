@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "hub/hub.h"
 #include "model/config.h"
+#include "model/gguf.h"
 #include "model/safetensors.h"
 #include "tensor/dtype.h"
 
@@ -204,7 +205,7 @@ int cmd_inspect(int argc, char **argv) {
         return 1;
     }
     dir = resolved;
-    if (xi_hub_is_gguf_path(dir)) {
+    if (xi_hub_is_gguf_path(dir) || xi_gguf_is_file(dir)) { /* an Ollama blob has no .gguf */
         int grc = cmd_inspect_gguf(dir, as_json);
         free(resolved);
         return grc;
