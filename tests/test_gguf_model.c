@@ -259,7 +259,7 @@ TEST(test_gguf_model_quantized_is_bitwise_invariant) {
     xi_model_free(b);
 }
 
-/* Bad input is named: an unknown architecture, a missing tensor. */
+/* Bad input is named: an unknown architecture, a type without a dequantizer, a missing tensor. */
 TEST(test_gguf_model_refuses_what_it_cannot_serve_by_name) {
     char err[512] = "";
     char *path = xi_path_join(xi_test_tmpdir(), "bad.gguf");
@@ -270,6 +270,24 @@ TEST(test_gguf_model_refuses_what_it_cannot_serve_by_name) {
     xi_model_params p = {.dir = path, .n_threads = 1};
     CHECK(!xi_model_load(&p, err, sizeof err));
     CHECKF(strstr(err, "bad.gguf") && strstr(err, "'gemma3'"), "%s", err);
+    /* A type without a dequantizer. */
+    const xi_qtype *iq2 = xi_qtype_get(16);
+    CHECK(iq2 && !xi_qtype_supported(iq2));
+    uint8_t *blocks = calloc(4, (size_t)iq2->block_bytes);
+    w = xi_gguf_writer_new(0);
+    xi_gguf_write_str(w, "general.architecture", "llama");
+    static const char *const keys[] = {"llama.embedding_length", "llama.feed_forward_length",
+                                       "llama.block_count", "llama.attention.head_count"};
+    const uint32_t vals[] = {256, 32, 1, 2};
+    for (size_t i = 0; i < XI_ARRAY_LEN(keys); i++) xi_gguf_write_u32(w, keys[i], vals[i]);
+    const int64_t ne[2] = {256, 4};
+    xi_gguf_write_tensor(w, "token_embd.weight", iq2->id, 2, ne, blocks);
+    CHECK(xi_gguf_writer_write(w, path, err, sizeof err) == 0);
+    xi_gguf_writer_free(w);
+    free(blocks);
+    CHECK(!xi_model_load(&p, err, sizeof err));
+    CHECKF(strstr(err, "bad.gguf") && strstr(err, "token_embd.weight") && strstr(err, "iq2_xxs"),
+           "%s", err);
     free(path);
     path = write_gguf("models/qwen3-tiny-random", "qwen2"); /* no q/k biases, as qwen2 needs */
     p.dir = path;
