@@ -233,7 +233,9 @@ static const xi_st_tensor *convert(xi_gguf_weights *w, const xi_gguf_tensor *t, 
     }
     w->bufs[w->n_bufs++] = dst;
     /* Llama's rows (a bias's values) per head: rotate-half (i, j) was stored at (j, i). */
-    int64_t units = t->n_dims == 1 ? cols : rows, hd = heads ? units / heads : 0, half = hd / 2;
+    int64_t units = t->n_dims == 1 ? cols : rows;
+    if (heads && units % (2 * heads)) heads = 0; /* not q/k-shaped: the loader names its shape */
+    int64_t hd = heads ? units / heads : 0, half = hd / 2;
     if (t->n_dims == 1) {
         xi_qtype_dequant_row(t->type, src, row, cols);
         for (int64_t r = 0; r < cols; r++) {
