@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/base.h"
 #include "model/arch.h"
@@ -47,9 +48,9 @@ static int32_t *ids_of(json_t *a, json_t *more, int *n) {
 /* A llama.cpp reference on the same file: last prompt position's first 64 logits within tol64
  * and its top-50 within tol50; llama.cpp's greedy ids (teacher-forced) up to the first step
  * whose top-1/top-2 margin is <= 0.05. The largest differences go to worst[0] (first 64) and
- * worst[1] (top 50). */
+ * worst[1] (top 50), the model's weight bytes in memory to worst[2]. */
 static void near_llama_cpp(const char *model_rel, const char *ref_rel, double tol64,
-                           double tol50, double worst[2]) {
+                           double tol50, double worst[3]) {
     xi_model *m = tm_load(model_rel, NULL, NULL, 1);
     json_t *ref = tm_load_json(ref_rel);
     CHECK(m && ref);
@@ -86,6 +87,7 @@ static void near_llama_cpp(const char *model_rel, const char *ref_rel, double to
         free(ids);
     }
     CHECK(steps > 0);
+    worst[2] = (double)xi_model_weight_bytes(m);
     json_decref(ref);
     xi_model_free(m);
 }
@@ -98,14 +100,19 @@ static const char *const llama256_types[] = {"f32",    "f16",    "bf16", "q8_0",
  * fp32 activations, where llama.cpp rounds activations to 8 bits for its integer dot: that
  * rounding alone moves a logit by up to 0.0204 (measured, Q6_K top 50; first 64 <= 0.02). */
 TEST(test_gguf_model_llama256_every_type_near_llama_cpp) {
-    printf("  %-11s %9s %9s\n", "file", "first 64", "top 50");
+    printf("  %-11s %9s %9s %22s\n", "file", "first 64", "top 50", "file / in memory (KiB)");
     for (size_t t = 0; t < XI_ARRAY_LEN(llama256_types); t++) {
         char rel[128], ref_rel[128];
         snprintf(rel, sizeof rel, "gguf/llama256-random-%s.gguf", llama256_types[t]);
         snprintf(ref_rel, sizeof ref_rel, "gguf/llama256-random-%s.reference.json", llama256_types[t]);
-        double worst[2] = {0, 0};
+        double worst[3] = {0, 0, 0};
         near_llama_cpp(rel, ref_rel, 0.02, 0.025, worst);
-        printf("  %-11s %9.4f %9.4f\n", llama256_types[t], worst[0], worst[1]);
+        char *path = xi_test_data(rel);
+        struct stat st;
+        double file_kib = stat(path, &st) ? 0 : (double)st.st_size / 1024;
+        free(path);
+        printf("  %-11s %9.4f %9.4f %10.0f / %9.0f\n", llama256_types[t], worst[0], worst[1],
+               file_kib, worst[2] / 1024);
         CHECK(!xi_test_failed());
     }
 }
