@@ -16,6 +16,7 @@
 
 #include "server/server_internal.h"
 #include "server/reasoning.h"
+#include "server/responses.h"
 #include "server/structured.h"
 #include "server/tool_parse.h"
 
@@ -95,6 +96,7 @@ struct xi_job {
     double peer_checked;             /* monotonic time the client socket was last checked */
     int tools;                       /* parse tool calls out of each choice's text */
     const char *reasoning;           /* the reasoning parser for this job's choices, or NULL */
+    xi_resp *resp;                   /* /v1/responses: its answer's state, owned; or NULL */
 };
 
 static double mono_now(void) {
@@ -150,6 +152,7 @@ static void job_free(xi_job *j) {
     free(j->subs);
     free(j->choices);
     free(j->out);
+    xi_resp_free(j->resp);
     xi_oai_request_free(&j->req);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
@@ -299,6 +302,10 @@ static void on_output(void *user, const xi_output *o) {
 
 static int out_append(xi_job *j, const char *data, size_t n) {
     return xi_srv_append(&j->out, &j->out_len, &j->out_cap, data, n);
+}
+
+static xi_resp_sink resp_sink(xi_job *j) {
+    return (xi_resp_sink){&j->out, &j->out_len, &j->out_cap};
 }
 
 static void sse_send(xi_job *j, json_t *o) {
@@ -537,7 +544,7 @@ static void consume(xi_job *j, job_event *ev) {
     const char *dtext = ev->text, *rtext = NULL;
     size_t dlen = ev->text_len, rlen = 0;
     json_t *calls = NULL;
-    if (j->tools || j->reasoning) {
+    if (j->tools || j->reasoning || j->resp) {
         const int final = ev->finish != XI_FINISH_NONE;
         text_append(c, ev->text ? ev->text : "", ev->text_len);
         const char *t = c->text ? c->text : "";
@@ -555,6 +562,12 @@ static void consume(xi_job *j, job_event *ev) {
             dlen = c->text_len - cb - c->sent;
             c->sent += dlen;
         }
+    }
+    if (j->resp) {
+        xi_resp_add(j->resp, rtext, rlen, dtext, dlen, calls, resp_sink(j));
+        json_decref(calls);
+        json_decref(lp);
+        return;
     }
     int has_text = dlen > 0 || prefix;
     if (!has_text && !rlen && ev->finish == XI_FINISH_NONE && !ev->n_ids) {
@@ -590,13 +603,25 @@ static void consume(xi_job *j, job_event *ev) {
     sse_send(j, chunk_new(j, json_pack("[o]", ch)));
 }
 
-static json_t *usage_json(xi_job *j) {
-    int prompt = 0, cached = 0, gen = 0;
+static void usage_counts(const xi_job *j, int *prompt, int *cached, int *gen) {
+    *prompt = *cached = *gen = 0;
     for (int i = 0; i < j->n_subs; i++) {
-        prompt += j->subs[i].n_prompt;
-        cached += j->subs[i].cached;
+        *prompt += j->subs[i].n_prompt;
+        *cached += j->subs[i].cached;
     }
-    for (int i = 0; i < j->n_choices; i++) gen += j->choices[i].generated;
+    for (int i = 0; i < j->n_choices; i++) *gen += j->choices[i].generated;
+}
+
+/* The Responses API's end: its object, streamed (response.completed) or not. */
+static json_t *resp_end(xi_job *j, xi_resp_sink out) {
+    int prompt, cached, gen;
+    usage_counts(j, &prompt, &cached, &gen);
+    return xi_resp_end(j->resp, j->choices[0].finish == XI_FINISH_LENGTH, prompt, cached, gen, out);
+}
+
+static json_t *usage_json(xi_job *j) {
+    int prompt, cached, gen;
+    usage_counts(j, &prompt, &cached, &gen);
     return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", prompt, "completion_tokens", gen,
                      "total_tokens", prompt + gen, "prompt_tokens_details", "cached_tokens", cached);
 }
@@ -656,13 +681,17 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         consume_list(j, list);
-        if (done) {
+        if (done && j->resp) {
+            json_decref(resp_end(j, resp_sink(j)));
+        } else if (done) {
             if (j->req.include_usage) {
                 json_t *o = chunk_new(j, json_array());
                 json_object_set_new(o, "usage", usage_json(j));
                 sse_send(j, o);
             }
             out_append(j, "data: [DONE]\n\n", 14);
+        }
+        if (done) {
             j->ended = 1;
             if (j->s->cfg.log_requests) xi_srv_log("Finished request %s", j->id);
         }
@@ -705,12 +734,24 @@ static enum MHD_Result answer_body(xi_job *j) {
                                                  : json_null());
         json_object_set_new(ch, "stop_reason", stop_reason_json(c));
         json_array_append_new(choices, ch);
+        if (j->resp && !worst) { /* one choice: the Responses API has no n */
+            const xi_resp_sink none = {0};
+            xi_resp_add(j->resp, all + sp.r_begin, sp.r_end - sp.r_begin, ctext, content_len, calls, none);
+        }
     }
     if (worst) {
         json_decref(choices);
         xi_oai_error e;
         xi_oai_fail(&e, 500, NULL, "the engine failed on this request");
         return xi_srv_respond_error(j->conn, &e);
+    }
+    if (j->resp) {
+        json_decref(choices);
+        const xi_resp_sink none = {0};
+        json_t *o = resp_end(j, none);
+        char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        return xi_srv_respond(j->conn, MHD_HTTP_OK, "application/json", s);
     }
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", j->id, "object",
                           j->req.chat ? "chat.completion" : "text_completion", "created",
@@ -835,9 +876,10 @@ static int model_served(xi_server *s, const char *name) {
     return 0;
 }
 
-enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
+enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api,
                               const char *body, size_t len, xi_job **out) {
     *out = NULL;
+    const int chat = api != XI_API_COMPLETIONS;
     xi_oai_error e;
     xi_job *j = calloc(1, sizeof *j);
     if (!j) return MHD_NO;
@@ -848,7 +890,7 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
     j->conn = c;
     j->refs = 1; /* this handler; handed to the connection when streaming */
     j->created = (long)time(NULL);
-    xi_srv_new_id(s, chat ? "chatcmpl" : "cmpl", j->id);
+    xi_srv_new_id(s, api == XI_API_RESPONSES ? "resp" : chat ? "chatcmpl" : "cmpl", j->id);
     pthread_mutex_lock(&s->mu);
     j->next = s->jobs;
     if (s->jobs) s->jobs->prev = j;
@@ -857,7 +899,11 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
     pthread_mutex_unlock(&s->mu);
 
     enum MHD_Result ret;
-    if (xi_oai_parse(&j->req, chat, body, len, &e)) goto fail;
+    char *chat_body = NULL; /* a Responses request rewritten for the chat endpoint */
+    if (api == XI_API_RESPONSES && !(j->resp = xi_resp_parse(body, len, &chat_body, &e))) goto fail;
+    int bad = xi_oai_parse(&j->req, chat, chat_body ? chat_body : body, chat_body ? strlen(chat_body) : len, &e);
+    free(chat_body);
+    if (bad) goto fail;
     if (!model_served(s, j->req.model)) {
         xi_oai_fail(&e, 404, "model", "The model `%s` does not exist.", j->req.model);
         goto fail;
@@ -879,7 +925,8 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
                    j->id, j->n_subs, j->subs[0].n_prompt, j->req.max_tokens, j->req.n, j->req.stream);
 
     if (j->req.stream) {
-        if (chat)
+        if (j->resp) xi_resp_begin(j->resp, j->id, j->created, j->s->cfg.served_names[0], resp_sink(j));
+        else if (chat)
             for (int i = 0; i < j->n_choices; i++)
                 sse_send(j, chunk_new(j, json_pack("[{s:i, s:{s:s, s:s}, s:n, s:n}]", "index", i, "delta",
                                                    "role", "assistant", "content", "", "logprobs",
@@ -918,6 +965,10 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
         }
     }
     if (s->cfg.log_requests) xi_srv_log("Finished request %s", j->id);
+    if (j->resp) {
+        const xi_resp_sink none = {0};
+        xi_resp_begin(j->resp, j->id, j->created, j->s->cfg.served_names[0], none);
+    }
     ret = answer_body(j);
     job_release(j);
     return ret;

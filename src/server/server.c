@@ -213,7 +213,7 @@ static enum MHD_Result route_metrics(xi_server *s, xi_engine *eng, struct MHD_Co
 /* ---- routing ------------------------------------------------------------------------------ */
 
 typedef enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_VERSION, R_TOKENIZE,
-               R_DETOKENIZE, R_METRICS, R_EMBEDDINGS } route_id;
+               R_DETOKENIZE, R_METRICS, R_EMBEDDINGS, R_RESPONSES } route_id;
 
 static const struct {
     const char *path, *method;
@@ -222,6 +222,7 @@ static const struct {
 } routes[] = {
     {"/v1/chat/completions", "POST", R_CHAT, 1},
     {"/v1/completions", "POST", R_COMPLETIONS, 1},
+    {"/v1/responses", "POST", R_RESPONSES, 1},
     {"/v1/models", "GET", R_MODELS, 1},
     {"/v1/embeddings", "POST", R_EMBEDDINGS, 1},
     {"/tokenize", "POST", R_TOKENIZE, 1},
@@ -323,17 +324,19 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
         return xi_srv_respond(c, eng && !atomic_load(&s->stopping) ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
                               NULL, strdup(""));
     if (!eng) return fail_status(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "the model is still loading");
-    const int work = st->route == R_CHAT || st->route == R_COMPLETIONS || st->route == R_EMBEDDINGS;
+    const int work = st->route == R_CHAT || st->route == R_COMPLETIONS || st->route == R_EMBEDDINGS ||
+                     st->route == R_RESPONSES;
     if (atomic_load(&s->stopping) && work)
         return fail_status(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "the server is shutting down");
-    if (s->cfg.pooling && (st->route == R_CHAT || st->route == R_COMPLETIONS))
+    if (s->cfg.pooling && (st->route == R_CHAT || st->route == R_COMPLETIONS || st->route == R_RESPONSES))
         return fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, st->route == R_CHAT
                            ? "The model does not support Chat Completions API (it is served with --runner pooling: use /v1/embeddings)"
                            : "The model does not support Completions API (it is served with --runner pooling: use /v1/embeddings)");
     const char *body = st->body ? st->body : "";
     switch (st->route) {
-    case R_CHAT: return xi_job_handle(s, c, 1, body, st->len, &st->job);
-    case R_COMPLETIONS: return xi_job_handle(s, c, 0, body, st->len, &st->job);
+    case R_CHAT: return xi_job_handle(s, c, XI_API_CHAT, body, st->len, &st->job);
+    case R_COMPLETIONS: return xi_job_handle(s, c, XI_API_COMPLETIONS, body, st->len, &st->job);
+    case R_RESPONSES: return xi_job_handle(s, c, XI_API_RESPONSES, body, st->len, &st->job);
     case R_MODELS: return route_models(s, c);
     case R_TOKENIZE: return route_tokenize(s, eng, c, body, st->len);
     case R_DETOKENIZE: return route_detokenize(s, eng, c, body, st->len);

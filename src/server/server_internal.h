@@ -46,9 +46,13 @@ void xi_srv_new_id(xi_server *s, const char *prefix, char out[40]);
 /* The client of connection c has gone away (checked without blocking). */
 int xi_srv_peer_closed(struct MHD_Connection *c);
 
-/* /v1/chat/completions and /v1/completions: parse, tokenize, submit and answer. Sets *job
- * when a job outlives this call (streaming); the caller passes it to xi_job_release. */
-enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat,
+/* Which API a completion job answers (server/responses rewrites its requests for chat). */
+enum { XI_API_COMPLETIONS, XI_API_CHAT, XI_API_RESPONSES };
+
+/* /v1/chat/completions, /v1/completions and /v1/responses (api: XI_API_*): parse, tokenize,
+ * submit and answer. Sets *job when a job outlives this call (streaming); the caller passes
+ * it to xi_job_release. */
+enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api,
                               const char *body, size_t len, xi_job **job);
 /* The connection holding job ended (ok: the response was sent completely). */
 void xi_job_connection_done(xi_job *job, int ok);
