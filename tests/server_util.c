@@ -9,6 +9,10 @@
 #include "test.h"
 
 int ts_start(server *s, const char *rel, const char *reasoning_parser) {
+    return ts_start_cfg(s, rel, (xi_server_config){.reasoning_parser = reasoning_parser});
+}
+
+int ts_start_cfg(server *s, const char *rel, xi_server_config cfg) {
     static const char *const names[] = {"tiny"};
     char err[512];
     xi_engine_params p;
@@ -19,8 +23,10 @@ int ts_start(server *s, const char *rel, const char *reasoning_parser) {
     s->eng = xi_engine_open(&p, err, sizeof err);
     if (!s->eng || xi_engine_start(s->eng, err, sizeof err)) return fprintf(stderr, "    %s\n", err), -1;
     const int fd = xi_server_listen("127.0.0.1", 0, NULL, &s->port, err, sizeof err);
-    xi_server_config cfg = {.served_names = names, .n_served_names = 1, .model_path = "/none",
-                            .max_body_bytes = 1 << 20, .reasoning_parser = reasoning_parser};
+    cfg.served_names = names;
+    cfg.n_served_names = 1;
+    cfg.model_path = "/none";
+    cfg.max_body_bytes = 1 << 20;
     s->srv = fd < 0 ? NULL : xi_server_start(&cfg, fd, err, sizeof err);
     if (!s->srv || xi_server_set_engine(s->srv, s->eng, err, sizeof err)) return fprintf(stderr, "    %s\n", err), -1;
     return 0;

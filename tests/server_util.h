@@ -14,6 +14,8 @@ typedef struct server {
 /* Serve models/<name> of the shared data (rel: "models/qwen2-tiny-random") as "tiny", on one
  * thread; reasoning_parser may be NULL. 0, or -1 with the reason printed. */
 int ts_start(server *s, const char *rel, const char *reasoning_parser);
+/* The same with cfg's flags (its names, path and body limit are filled in). */
+int ts_start_cfg(server *s, const char *rel, xi_server_config cfg);
 void ts_stop(server *s);
 /* POST json to path: the HTTP status (0 when none came), the body in *out (heap, never NULL). */
 long ts_post(const server *s, const char *path, const char *json, char **out);

@@ -234,3 +234,23 @@ TEST(test_serve_args_help_lists_every_flag) {
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         CHECKF(strstr(h, must[i]) != NULL, "--help lacks %s", must[i]);
 }
+
+TEST(test_serve_args_cors_and_request_id_flags_take_effect) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECKF(PARSE(&a, all_dirs, "/m", "--allowed-origins", "[\"https://a.example\"]", "--allowed-methods=[\"GET\"]",
+                 "--allowed-headers", "[]", "--allow-credentials", "--enable-request-id-headers") == 0, "%s", err);
+    CHECK_STR(a.allowed_origins, "[\"https://a.example\"]");
+    CHECK_STR(a.allowed_methods, "[\"GET\"]");
+    CHECK_STR(a.allowed_headers, "[]");
+    CHECK(a.allow_credentials && a.request_id_headers);
+    CHECK_EQ(a.n_notices, 0); /* none of them is ignored any more */
+    CHECK(PARSE(&a, all_dirs, "/m") == 0);
+    CHECK(!a.allowed_origins && !a.allow_credentials && !a.request_id_headers); /* ["*"], as vLLM */
+    static char *bad[][2] = {{"--allowed-origins", "*"}, {"--allowed-methods", "[1]"}, {"--allowed-headers", "{}"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECKF(PARSE(&a, all_dirs, "/m", bad[i][0], bad[i][1]) == -1, "%s %s accepted", bad[i][0], bad[i][1]);
+        CHECKF(strstr(err, bad[i][0]) && strstr(err, "JSON list"), "%s", err);
+    }
+}

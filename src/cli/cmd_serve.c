@@ -149,6 +149,11 @@ int cmd_serve(int argc, char **argv) {
         .tool_parser = a.enable_auto_tool_choice ? a.tool_call_parser : NULL,
         .reasoning_parser = a.reasoning_parser,
         .no_webui = a.no_webui,
+        .allowed_origins = a.allowed_origins,
+        .allowed_methods = a.allowed_methods,
+        .allowed_headers = a.allowed_headers,
+        .allow_credentials = a.allow_credentials,
+        .request_id_headers = a.request_id_headers,
     };
     xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
     if (!srv) {

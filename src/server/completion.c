@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "server/server_internal.h"
+#include "server/cors.h"
 #include "server/reasoning.h"
 #include "server/responses.h"
 #include "server/structured.h"
@@ -890,7 +891,9 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api,
     j->conn = c;
     j->refs = 1; /* this handler; handed to the connection when streaming */
     j->created = (long)time(NULL);
-    xi_srv_new_id(s, api == XI_API_RESPONSES ? "resp" : chat ? "chatcmpl" : "cmpl", j->id);
+    const char *prefix = api == XI_API_RESPONSES ? "resp" : chat ? "chatcmpl" : "cmpl";
+    if (xi_http_client_request_id()) snprintf(j->id, sizeof j->id, "%s-%s", prefix, xi_http_client_request_id());
+    else xi_srv_new_id(s, prefix, j->id);
     pthread_mutex_lock(&s->mu);
     j->next = s->jobs;
     if (s->jobs) s->jobs->prev = j;
@@ -942,6 +945,7 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api,
         pthread_mutex_unlock(&j->mu);
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        xi_http_decorate(r);
         ret = MHD_queue_response(c, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
         *out = j; /* the handler's reference becomes the connection's */

@@ -638,3 +638,14 @@ int xi_oai_auth_ok(const char *header, const char *const *keys, int n_keys) {
     }
     return ok;
 }
+
+int xi_oai_invocation_api(const char *body, size_t len, int pooling) {
+    json_t *o = json_loadb(body, len, 0, NULL);
+    const int api = !json_is_object(o)                          ? -1
+                    : pooling                                   ? (json_object_get(o, "input") ? XI_OAI_API_EMBEDDINGS : -1)
+                    : json_object_get(o, "messages")            ? XI_OAI_API_CHAT
+                    : json_object_get(o, "prompt")              ? XI_OAI_API_COMPLETIONS
+                                                                : -1;
+    json_decref(o);
+    return api;
+}

@@ -88,6 +88,12 @@ void xi_oai_tokenize_free(xi_oai_tokenize *t);
 int xi_oai_parse_detokenize(const char *body, size_t len, int32_t **ids, char **model,
                             xi_oai_error *e);
 
+/* POST /invocations (SageMaker's route): which API the body is a request for, by its fields
+ * as vLLM tells them apart: "messages" chat, "prompt" completions, "input" embeddings (a
+ * pooling model only). -1 when none fits. */
+enum { XI_OAI_API_CHAT, XI_OAI_API_COMPLETIONS, XI_OAI_API_EMBEDDINGS };
+int xi_oai_invocation_api(const char *body, size_t len, int pooling);
+
 /* Constant-time check of an "Authorization" header value ("Bearer KEY") against keys:
  * the time taken depends on neither where the strings differ nor which key matches. */
 int xi_oai_auth_ok(const char *header, const char *const *keys, int n_keys);

@@ -3,6 +3,7 @@
  * with a notice (when ignoring them cannot change what a client sees) or rejected by name. */
 #include "server/serve_args.h"
 #include "server/config_file.h"
+#include "server/cors.h"
 #include "server/reasoning.h"
 #include "server/tool_parse.h"
 
@@ -106,7 +107,7 @@ typedef enum {
     F_THREADS, F_MAX_QUEUE, F_UDS, F_DISABLE_LOG_REQ, F_ENABLE_LOG_REQ, F_DISABLE_LOG_STATS,
     F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_MAX_BODY, F_SHUTDOWN, F_HELP,
     F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_CONFIG, F_ONLY,
-    F_NO_WEBUI,
+    F_NO_WEBUI, F_CORS_ORIGINS, F_CORS_METHODS, F_CORS_HEADERS, F_CORS_CREDENTIALS, F_REQUEST_ID,
     F_IGNORED, F_REFUSED,
 } flag_id;
 
@@ -162,6 +163,11 @@ static const flag_def flags[] = {
     {"--runner", NULL, F_RUNNER, 1, "KIND      auto (pooling for a sentence-transformers last-token folder)|generate|pooling (/v1/embeddings)"},
     {"--task", NULL, F_TASK, 1, "TASK      older spelling of --runner: auto|generate|embed (= pooling)"},
     {"--no-webui", NULL, F_NO_WEBUI, 0, "          no chat page (/) or dashboard (/dashboard)"},
+    {"--allowed-origins", NULL, F_CORS_ORIGINS, 1, "JSON      CORS origins allowed, e.g. '[\"https://a.example\"]' ([\"*\"])"},
+    {"--allowed-methods", NULL, F_CORS_METHODS, 1, "JSON      CORS methods allowed ([\"*\"])"},
+    {"--allowed-headers", NULL, F_CORS_HEADERS, 1, "JSON      CORS request headers allowed ([\"*\"])"},
+    {"--allow-credentials", NULL, F_CORS_CREDENTIALS, 0, "          CORS answers allow credentials"},
+    {"--enable-request-id-headers", NULL, F_REQUEST_ID, 0, "          answer with X-Request-Id (the client's, or a new one)"},
     {"--config", NULL, F_CONFIG, 1, "FILE      YAML file of these flags, keys without the -- (`max-model-len: 8192`); the command line overrides it"},
     {"--help", "-h", F_HELP, 0, "          this text"},
     /* vLLM flags that tune things xinfer does not have: accepted, changing nothing. */
@@ -185,9 +191,6 @@ static const flag_def flags[] = {
     {"--cpu-offload-gb", NULL, F_IGNORED, 1, NULL},
     {"--max-logprobs", NULL, F_IGNORED, 1, NULL},
     {"--response-role", NULL, F_IGNORED, 1, NULL},
-    {"--allowed-origins", NULL, F_IGNORED, 1, NULL},
-    {"--allowed-methods", NULL, F_IGNORED, 1, NULL},
-    {"--allowed-headers", NULL, F_IGNORED, 1, NULL},
     {"--root-path", NULL, F_IGNORED, 1, NULL},
     {"--disable-sliding-window", NULL, F_IGNORED, 0, NULL},
     {"--guided-decoding-backend", NULL, F_IGNORED, 1, NULL}, /* structured outputs are a 400 */
@@ -195,7 +198,6 @@ static const flag_def flags[] = {
     {"--max-num-partial-prefills", NULL, F_IGNORED, 1, NULL},
     {"--max-long-partial-prefills", NULL, F_IGNORED, 1, NULL},
     {"--long-prefill-token-threshold", NULL, F_IGNORED, 1, NULL},
-    {"--enable-request-id-headers", NULL, F_IGNORED, 0, NULL},
     /* Accepted with the value that describes what xinfer does; another value is refused. */
     {"--scheduling-policy", NULL, F_ONLY, 1, "fcfs"},
     {"--preemption-mode", NULL, F_ONLY, 1, "recompute"},
@@ -396,6 +398,11 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
     case F_SHUTDOWN: return parse_double(flag, v, 0, 86400, &a->shutdown_timeout, err, errlen);
     case F_HELP: a->help = 1; return 0;
     case F_NO_WEBUI: a->no_webui = 1; return 0;
+    case F_CORS_ORIGINS: a->allowed_origins = v; return xi_cors_check_list(flag, v, err, errlen);
+    case F_CORS_METHODS: a->allowed_methods = v; return xi_cors_check_list(flag, v, err, errlen);
+    case F_CORS_HEADERS: a->allowed_headers = v; return xi_cors_check_list(flag, v, err, errlen);
+    case F_CORS_CREDENTIALS: a->allow_credentials = 1; return 0;
+    case F_REQUEST_ID: a->request_id_headers = 1; return 0;
     case F_AUTO_TOOL: a->enable_auto_tool_choice = 1; return 0;
     case F_REASONING:
         if (!xi_reasoning_parser_supported(v))

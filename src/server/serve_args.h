@@ -33,6 +33,10 @@ typedef struct xi_serve_args {
     int enable_log_requests;
     int disable_log_stats;
     int no_webui;                   /* --no-webui: no chat page or dashboard */
+    const char *allowed_origins;    /* CORS lists (JSON, checked) or NULL: ["*"] */
+    const char *allowed_methods, *allowed_headers;
+    int allow_credentials;          /* --allow-credentials */
+    int request_id_headers;         /* --enable-request-id-headers */
     int64_t max_body_bytes;         /* request bodies above this get 413 (32 MiB) */
     double shutdown_timeout;        /* seconds in-flight requests may finish after SIGTERM */
     int help;                       /* --help was given: print xi_serve_args_help and exit 0 */

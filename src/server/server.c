@@ -2,6 +2,7 @@
  * connection, so a handler may wait for the engine without holding up other clients; the
  * engine itself never waits for a connection (see completion.c). */
 #include "server/server_internal.h"
+#include "server/cors.h"
 #include "server/embeddings.h"
 #include "server/webui.h"
 
@@ -87,6 +88,7 @@ enum MHD_Result xi_srv_respond(struct MHD_Connection *c, unsigned status, const 
         return MHD_NO;
     }
     if (ctype) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    xi_http_decorate(r);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -125,15 +127,30 @@ static enum MHD_Result unknown_model(struct MHD_Connection *c, const char *name)
     return xi_srv_respond_error(c, &e);
 }
 
+static json_t *model_card(xi_server *s, int i) {
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:n, s:i, s:[]}", "id", s->cfg.served_names[i], "object",
+                     "model", "created", (json_int_t)s->created, "owned_by", "xinfer", "root",
+                     s->cfg.model_path, "parent", "max_model_len", s->info.max_model_len, "permission");
+}
+
 static enum MHD_Result route_models(xi_server *s, struct MHD_Connection *c) {
     json_t *data = json_array();
-    for (int i = 0; i < s->cfg.n_served_names; i++)
-        json_array_append_new(data, json_pack("{s:s, s:s, s:I, s:s, s:s, s:n, s:i, s:[]}", "id",
-                                              s->cfg.served_names[i], "object", "model", "created",
-                                              (json_int_t)s->created, "owned_by", "xinfer", "root",
-                                              s->cfg.model_path, "parent", "max_model_len",
-                                              s->info.max_model_len, "permission"));
+    for (int i = 0; i < s->cfg.n_served_names; i++) json_array_append_new(data, model_card(s, i));
     return respond_json(c, json_pack("{s:s, s:o}", "object", "list", "data", data));
+}
+
+/* GET /v1/models/{id}: one served name's card (ids may hold '/': the rest of the path) */
+static enum MHD_Result route_model(xi_server *s, struct MHD_Connection *c, const char *id) {
+    for (int i = 0; i < s->cfg.n_served_names; i++)
+        if (!strcmp(id, s->cfg.served_names[i])) return respond_json(c, model_card(s, i));
+    return unknown_model(c, id);
+}
+
+/* A route's path; one ending in '*' takes any non-empty rest. */
+static int path_matches(const char *pattern, const char *url) {
+    const size_t n = strlen(pattern);
+    if (n && pattern[n - 1] == '*') return !strncmp(pattern, url, n - 1) && url[n - 1];
+    return !strcmp(pattern, url);
 }
 
 static enum MHD_Result route_tokenize(xi_server *s, xi_engine *eng, struct MHD_Connection *c,
@@ -213,7 +230,7 @@ static enum MHD_Result route_metrics(xi_server *s, xi_engine *eng, struct MHD_Co
 /* ---- routing ------------------------------------------------------------------------------ */
 
 typedef enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_VERSION, R_TOKENIZE,
-               R_DETOKENIZE, R_METRICS, R_EMBEDDINGS, R_RESPONSES } route_id;
+               R_DETOKENIZE, R_METRICS, R_EMBEDDINGS, R_RESPONSES, R_MODEL, R_INVOCATIONS } route_id;
 
 static const struct {
     const char *path, *method;
@@ -224,6 +241,10 @@ static const struct {
     {"/v1/completions", "POST", R_COMPLETIONS, 1},
     {"/v1/responses", "POST", R_RESPONSES, 1},
     {"/v1/models", "GET", R_MODELS, 1},
+    {"/v1/models/*", "GET", R_MODEL, 1},
+    {"/ping", "GET", R_HEALTH, 0},                /* SageMaker's routes, as vLLM serves them */
+    {"/ping", "POST", R_HEALTH, 0},
+    {"/invocations", "POST", R_INVOCATIONS, 0},
     {"/v1/embeddings", "POST", R_EMBEDDINGS, 1},
     {"/tokenize", "POST", R_TOKENIZE, 1},
     {"/detokenize", "POST", R_DETOKENIZE, 1},
@@ -266,9 +287,10 @@ static int precheck(xi_server *s, struct MHD_Connection *c, const char *url, con
                     conn_state *st, enum MHD_Result *ret) {
     size_t i;
     int path_seen = 0;
+    if (xi_cors_preflight(s, c, method, ret)) return 1; /* before auth, as vLLM's middleware */
     if (!s->cfg.no_webui && xi_webui_serve(s, c, url, method, ret)) return 1; /* no key needed */
     for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (strcmp(url, routes[i].path)) continue;
+        if (!path_matches(routes[i].path, url)) continue;
         path_seen = 1;
         if (!strcmp(method, routes[i].method) || (!strcmp(method, "HEAD") && !strcmp(routes[i].method, "GET")))
             break;
@@ -307,7 +329,7 @@ static int precheck(xi_server *s, struct MHD_Connection *c, const char *url, con
     return 0;
 }
 
-static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_state *st) {
+static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_state *st, const char *url) {
     if (st->route == R_VERSION) {
         const xi_build_info *b = xi_build_info_get();
         return respond_json(c, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "version", b->version,
@@ -324,6 +346,15 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
         return xi_srv_respond(c, eng && !atomic_load(&s->stopping) ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
                               NULL, strdup(""));
     if (!eng) return fail_status(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "the model is still loading");
+    const char *body = st->body ? st->body : "";
+    if (st->route == R_INVOCATIONS) { /* the request's own fields say which API it is for */
+        const int api = xi_oai_invocation_api(body, st->len, s->cfg.pooling);
+        if (api < 0)
+            return fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, s->cfg.pooling
+                               ? "/invocations takes an embeddings request here (with \"input\")"
+                               : "/invocations takes a chat (\"messages\") or completions (\"prompt\") request");
+        st->route = api == XI_OAI_API_CHAT ? R_CHAT : api == XI_OAI_API_COMPLETIONS ? R_COMPLETIONS : R_EMBEDDINGS;
+    }
     const int work = st->route == R_CHAT || st->route == R_COMPLETIONS || st->route == R_EMBEDDINGS ||
                      st->route == R_RESPONSES;
     if (atomic_load(&s->stopping) && work)
@@ -332,12 +363,12 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
         return fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, st->route == R_CHAT
                            ? "The model does not support Chat Completions API (it is served with --runner pooling: use /v1/embeddings)"
                            : "The model does not support Completions API (it is served with --runner pooling: use /v1/embeddings)");
-    const char *body = st->body ? st->body : "";
     switch (st->route) {
     case R_CHAT: return xi_job_handle(s, c, XI_API_CHAT, body, st->len, &st->job);
     case R_COMPLETIONS: return xi_job_handle(s, c, XI_API_COMPLETIONS, body, st->len, &st->job);
     case R_RESPONSES: return xi_job_handle(s, c, XI_API_RESPONSES, body, st->len, &st->job);
     case R_MODELS: return route_models(s, c);
+    case R_MODEL: return route_model(s, c, url + strlen("/v1/models/"));
     case R_TOKENIZE: return route_tokenize(s, eng, c, body, st->len);
     case R_DETOKENIZE: return route_detokenize(s, eng, c, body, st->len);
     case R_METRICS: return route_metrics(s, eng, c);
@@ -353,6 +384,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
     xi_server *s = cls;
     conn_state *st = *con_cls;
+    xi_http_enter(s, c);
     if (!st) {
         st = calloc(1, sizeof *st);
         if (!st) return MHD_NO;
@@ -372,7 +404,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (st->answered) return MHD_YES;
     st->answered = 1;
-    return dispatch(s, c, st);
+    return dispatch(s, c, st, url);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,

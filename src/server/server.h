@@ -1,5 +1,6 @@
 /* server: the HTTP front of `xinfer serve` (libmicrohttpd, one thread per connection).
- * Routes: POST /v1/chat/completions, /v1/completions, /v1/embeddings (embeddings.c),
+ * Routes: POST /v1/chat/completions, /v1/completions, /v1/responses (responses.c),
+ * /v1/embeddings (embeddings.c), /invocations; GET /v1/models/{id}, /ping (cors.c: CORS, X-Request-Id);
  * /tokenize, /detokenize; GET /v1/models, /health, /version, /metrics; the web UI's GET /,
  * /dashboard, /webui/NAME (webui.h). The owner (cmd_serve) creates the listening socket, starts
  * the server, opens the engine and hands it over with xi_server_set_engine; until then every
@@ -27,6 +28,10 @@ typedef struct xi_server_config {
     const char *reasoning_parser;    /* split reasoning out of chat outputs, or NULL */
     int pooling;                     /* a pooling model: /v1/embeddings, no completions */
     int no_webui;                    /* no chat page, dashboard or /webui/ (--no-webui) */
+    const char *allowed_origins;     /* CORS (server/cors.h): JSON lists, NULL meaning ["*"] */
+    const char *allowed_methods, *allowed_headers;
+    int allow_credentials;
+    int request_id_headers;          /* X-Request-Id on every answer (--enable-request-id-headers) */
 } xi_server_config;
 
 /* A listening socket on host:port (port 0: a free one, written to *bound_port) or on the
