@@ -54,6 +54,8 @@ static size_t on_data(char *d, size_t size, size_t n, void *user) {
     return size * n;
 }
 
+long ts_get(const server *s, const char *path, char **out) { return ts_post(s, path, NULL, out); }
+
 long ts_post(const server *s, const char *path, const char *json, char **out) {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
@@ -62,7 +64,7 @@ long ts_post(const server *s, const char *path, const char *json, char **out) {
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
+    if (json) curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);

@@ -19,5 +19,7 @@ int ts_start_cfg(server *s, const char *rel, xi_server_config cfg);
 void ts_stop(server *s);
 /* POST json to path: the HTTP status (0 when none came), the body in *out (heap, never NULL). */
 long ts_post(const server *s, const char *path, const char *json, char **out);
+/* GET path: the same. */
+long ts_get(const server *s, const char *path, char **out);
 
 #endif

@@ -235,7 +235,7 @@ TEST(test_serve_args_help_lists_every_flag) {
         CHECKF(strstr(h, must[i]) != NULL, "--help lacks %s", must[i]);
 }
 
-TEST(test_serve_args_cors_and_request_id_flags_take_effect) {
+TEST(test_serve_args_cors_request_id_usage_load_and_metrics_flags_take_effect) {
     xi_serve_args a;
     char err[256] = "";
     fake_env_value = NULL;
@@ -248,6 +248,12 @@ TEST(test_serve_args_cors_and_request_id_flags_take_effect) {
     CHECK_EQ(a.n_notices, 0); /* none of them is ignored any more */
     CHECK(PARSE(&a, all_dirs, "/m") == 0);
     CHECK(!a.allowed_origins && !a.allow_credentials && !a.request_id_headers); /* ["*"], as vLLM */
+    CHECKF(PARSE(&a, all_dirs, "/m", "--enable-force-include-usage", "--enable-server-load-tracking",
+                 "--show-hidden-metrics-for-version", "0.10") == 0, "%s", err);
+    CHECK(a.force_include_usage && a.server_load_tracking && a.n_notices == 0);
+    CHECK_STR(a.show_hidden_metrics, "0.10");
+    CHECK(PARSE(&a, all_dirs, "/m", "--show-hidden-metrics-for-version", "latest") == -1);
+    CHECKF(strstr(err, "MAJOR.MINOR"), "%s", err);
     static char *bad[][2] = {{"--allowed-origins", "*"}, {"--allowed-methods", "[1]"}, {"--allowed-headers", "{}"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECKF(PARSE(&a, all_dirs, "/m", bad[i][0], bad[i][1]) == -1, "%s %s accepted", bad[i][0], bad[i][1]);

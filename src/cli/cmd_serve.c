@@ -154,6 +154,9 @@ int cmd_serve(int argc, char **argv) {
         .allowed_headers = a.allowed_headers,
         .allow_credentials = a.allow_credentials,
         .request_id_headers = a.request_id_headers,
+        .force_include_usage = a.force_include_usage,
+        .server_load_tracking = a.server_load_tracking,
+        .show_hidden_metrics = a.show_hidden_metrics != NULL,
     };
     xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
     if (!srv) {

@@ -625,7 +625,7 @@ int xi_core_step(xi_core *c, char *err, size_t errlen) {
         if (s->grp->grammar) xi_guide_advance(&c->guide, s->grp->grammar, &s->gs, c->sampled[i]);
         if (s->t_first_token == 0) {
             s->t_first_token = now;
-            if (s->index == 0) c->prompt_tokens_total += s->grp->n_prompt;
+            c->prompt_tokens_total += s->grp->n_prompt; /* per sample, as vLLM's n child requests */
         }
         s->t_last_token = now;
         c->generation_tokens_total++;

@@ -51,6 +51,7 @@ typedef struct job_sub {
     int32_t *ids;                    /* [n_prompt] owned */
     char *echo_text;                 /* prompt text for echo, owned */
     int unfinished;                  /* samples still running (job mutex) */
+    int max_gen;                     /* most tokens a finished sample generated (job mutex) */
     int cached;                      /* prompt tokens served from the prefix cache */
     lp_copy *plps;                   /* [n_plps] first prompt logprobs seen, owned */
     int n_plps;
@@ -246,6 +247,7 @@ static void observe_finish(xi_server *s, const xi_output *o) {
         .decode = o->decode_time,
         .prompt_tokens = o->prompt_tokens,
         .generation_tokens = o->generated_tokens,
+        .prefilled = o->generated_tokens > 0,
     };
     xi_metrics_observe(s->metrics, &m);
 }
@@ -289,6 +291,8 @@ static void on_output(void *user, const xi_output *o) {
     }
     int left = j->refs;
     if (o->finish_reason != XI_FINISH_NONE) {
+        if (o->generated_tokens > sub->max_gen) sub->max_gen = o->generated_tokens;
+        if (sub->unfinished == 1 && j->s->metrics) xi_metrics_observe_max_gen(j->s->metrics, sub->max_gen);
         sub->unfinished--;
         j->n_unfinished--;
         left = --j->refs;
@@ -851,8 +855,12 @@ static int submit_all(xi_job *j, xi_oai_error *e) {
         char err[512] = "";
         int64_t id = xi_engine_submit(j->eng, &p, on_output, sub, err, sizeof err);
         pthread_mutex_lock(&j->mu);
-        if (id >= 0) sub->id = id;
-        else {
+        if (id >= 0) {
+            sub->id = id;
+            if (j->s->metrics)
+                xi_metrics_observe_params(j->s->metrics, j->req.n, j->req.max_tokens > 0 ? j->req.max_tokens
+                                                                   : j->s->info.max_model_len - sub->n_prompt);
+        } else {
             j->refs -= j->req.n;
             j->n_unfinished -= j->req.n;
             sub->unfinished = 0;
@@ -919,6 +927,7 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api,
     j->tools = chat && j->req.tools_json && j->req.tool_choice != XI_TOOL_CHOICE_NONE &&
                (s->cfg.tool_parser || j->req.tool_choice >= XI_TOOL_CHOICE_REQUIRED);
     j->reasoning = chat ? s->cfg.reasoning_parser : NULL;
+    if (j->req.stream && s->cfg.force_include_usage) j->req.include_usage = 1;
     if (prepare_prompts(j, &e) || submit_all(j, &e)) {
         xi_job_abort(j);
         goto fail;

@@ -37,6 +37,9 @@ typedef struct xi_serve_args {
     const char *allowed_methods, *allowed_headers;
     int allow_credentials;          /* --allow-credentials */
     int request_id_headers;         /* --enable-request-id-headers */
+    int force_include_usage;        /* --enable-force-include-usage */
+    int server_load_tracking;       /* --enable-server-load-tracking (GET /load) */
+    const char *show_hidden_metrics; /* --show-hidden-metrics-for-version X.Y, or NULL */
     int64_t max_body_bytes;         /* request bodies above this get 413 (32 MiB) */
     double shutdown_timeout;        /* seconds in-flight requests may finish after SIGTERM */
     int help;                       /* --help was given: print xi_serve_args_help and exit 0 */

@@ -230,7 +230,7 @@ static enum MHD_Result route_metrics(xi_server *s, xi_engine *eng, struct MHD_Co
 /* ---- routing ------------------------------------------------------------------------------ */
 
 typedef enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_VERSION, R_TOKENIZE,
-               R_DETOKENIZE, R_METRICS, R_EMBEDDINGS, R_RESPONSES, R_MODEL, R_INVOCATIONS } route_id;
+               R_DETOKENIZE, R_METRICS, R_EMBEDDINGS, R_RESPONSES, R_MODEL, R_INVOCATIONS, R_LOAD } route_id;
 
 static const struct {
     const char *path, *method;
@@ -251,6 +251,7 @@ static const struct {
     {"/health", "GET", R_HEALTH, 0},
     {"/version", "GET", R_VERSION, 0},
     {"/metrics", "GET", R_METRICS, 0},
+    {"/load", "GET", R_LOAD, 0},
 };
 
 /* Per-connection-request state (MHD's con_cls). */
@@ -372,6 +373,8 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
     case R_TOKENIZE: return route_tokenize(s, eng, c, body, st->len);
     case R_DETOKENIZE: return route_detokenize(s, eng, c, body, st->len);
     case R_METRICS: return route_metrics(s, eng, c);
+    case R_LOAD: /* vLLM's --enable-server-load-tracking: requests being answered */
+        return respond_json(c, json_pack("{s:i}", "server_load", s->cfg.server_load_tracking ? xi_server_in_flight(s) : 0));
     case R_EMBEDDINGS: return xi_embeddings_handle(s, c, body, st->len);
     default: return MHD_NO;
     }
@@ -511,6 +514,7 @@ int xi_server_set_engine(xi_server *s, xi_engine *e, char *err, size_t errlen) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    xi_metrics_configure(s->metrics, &s->info, s->cfg.show_hidden_metrics);
     atomic_store(&s->engine, e);
     return 0;
 }

@@ -32,6 +32,9 @@ typedef struct xi_server_config {
     const char *allowed_methods, *allowed_headers;
     int allow_credentials;
     int request_id_headers;          /* X-Request-Id on every answer (--enable-request-id-headers) */
+    int force_include_usage;         /* streams end with usage unasked (--enable-force-include-usage) */
+    int server_load_tracking;        /* GET /load counts requests in flight (else 0) */
+    int show_hidden_metrics;         /* --show-hidden-metrics-for-version: deprecated metrics too */
 } xi_server_config;
 
 /* A listening socket on host:port (port 0: a free one, written to *bound_port) or on the

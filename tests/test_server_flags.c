@@ -1,0 +1,66 @@
+/* Serve flags that change what clients get (--enable-force-include-usage,
+ * --enable-server-load-tracking and GET /load, --show-hidden-metrics-for-version), and the
+ * prompt-token metrics agreeing after n > 1 as in vLLM (each of the n samples counts its
+ * prompt, in vllm:prompt_tokens_total and in vllm:request_prompt_tokens alike). Through a
+ * real server on the random-weight Qwen2 model. */
+#include <stdlib.h>
+
+#include "server_util.h"
+#include "test.h"
+
+/* the value of a metric line "name{...} value" (the first one whose name and labels start
+ * with key), or -1 */
+static double metric(const char *text, const char *key) {
+    const char *p = text;
+    while ((p = strstr(p, key))) {
+        if (p == text || p[-1] == '\n') {
+            const char *sp = strchr(p, ' ');
+            return sp ? atof(sp + 1) : -1;
+        }
+        p++;
+    }
+    return -1;
+}
+
+TEST(test_serve_flags_usage_load_and_hidden_metrics) {
+    server s = {0};
+    CHECK(ts_start_cfg(&s, "models/qwen2-tiny-random", (xi_server_config){.force_include_usage = 1,
+                                                                          .server_load_tracking = 1,
+                                                                          .show_hidden_metrics = 1}) == 0);
+    char *out;
+    /* a stream that did not ask for usage still ends with it */
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"Hi\", \"max_tokens\": 3, \"stream\": true}", &out), 200);
+    CHECKF(strstr(out, "\"usage\":{\"prompt_tokens\"") && strstr(out, "\"completion_tokens\":3"), "%s", out);
+    free(out);
+    CHECK_EQ(ts_get(&s, "/load", &out), 200);
+    CHECKF(!strcmp(out, "{\"server_load\":0}"), "%s", out);
+    free(out);
+    /* n = 3: three samples, each counting its prompt */
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"Once upon a time\", \"max_tokens\": 4, \"n\": 3}", &out), 200);
+    free(out);
+    CHECK_EQ(ts_get(&s, "/metrics", &out), 200);
+    const double total = metric(out, "vllm:prompt_tokens_total{"), sum = metric(out, "vllm:request_prompt_tokens_sum{");
+    CHECKF(total > 0 && total == sum, "prompt_tokens_total %g, request_prompt_tokens_sum %g", total, sum);
+    CHECK(metric(out, "vllm:request_prompt_tokens_count{") == 4); /* 1 + 3 samples */
+    CHECK(metric(out, "vllm:request_params_n_sum{") == 4);       /* n of the two requests */
+    CHECK(metric(out, "vllm:request_params_max_tokens_sum{") == 7);
+    CHECK(metric(out, "vllm:request_max_num_generation_tokens_sum{") == 7);
+    CHECK(metric(out, "vllm:gpu_cache_usage_perc{") >= 0);
+    CHECKF(metric(out, "vllm:cache_config_info{block_size=\"16\"") == 1, "%.2000s", out);
+    free(out);
+    ts_stop(&s);
+}
+
+TEST(test_serve_flags_off_by_default) {
+    server s = {0};
+    CHECK(ts_start_cfg(&s, "models/qwen2-tiny-random", (xi_server_config){0}) == 0);
+    char *out;
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"Hi\", \"max_tokens\": 2, \"stream\": true}", &out), 200);
+    CHECKF(!strstr(out, "\"usage\""), "%s", out);
+    free(out);
+    CHECK_EQ(ts_get(&s, "/metrics", &out), 200);
+    CHECK(!strstr(out, "gpu_cache_usage_perc") && !strstr(out, "time_per_output_token"));
+    CHECK(strstr(out, "vllm:request_params_n_count{") != NULL);
+    free(out);
+    ts_stop(&s);
+}
