@@ -4,6 +4,7 @@
  * prompt, in vllm:prompt_tokens_total and in vllm:request_prompt_tokens alike). Through a
  * real server on the random-weight Qwen2 model. */
 #include <stdlib.h>
+#include <jansson.h>
 
 #include "server_util.h"
 #include "test.h"
@@ -61,6 +62,51 @@ TEST(test_serve_flags_off_by_default) {
     CHECK_EQ(ts_get(&s, "/metrics", &out), 200);
     CHECK(!strstr(out, "gpu_cache_usage_perc") && !strstr(out, "time_per_output_token"));
     CHECK(strstr(out, "vllm:request_params_n_count{") != NULL);
+    free(out);
+    ts_stop(&s);
+}
+
+/* Fields vLLM clients send: stream_options.continuous_usage_stats, completions logprobs 0,
+ * a custom message role. */
+TEST(test_serve_fields_continuous_usage_logprobs_zero_and_custom_roles) {
+    server s = {0};
+    CHECK(ts_start_cfg(&s, "models/qwen2-tiny-random", (xi_server_config){0}) == 0);
+    char *out;
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"Hi\", \"max_tokens\": 4, \"stream\": true, \"ignore_eos\": true, "
+                     "\"stream_options\": {\"include_usage\": true, \"continuous_usage_stats\": true}}", &out), 200);
+    int chunks = 0, last = -1, grows = 1;
+    for (const char *d = strstr(out, "data: {"); d; d = strstr(d + 1, "data: {")) {
+        json_t *o = json_loads(d + 6, JSON_DISABLE_EOF_CHECK, NULL);
+        json_t *u = json_object_get(o, "usage");
+        const int got = (int)json_integer_value(json_object_get(u, "completion_tokens"));
+        grows &= json_is_object(u) && got >= last;
+        last = got;
+        chunks++;
+        json_decref(o);
+    }
+    CHECKF(chunks >= 5 && grows && last == 4, "%d chunks, last %d: %s", chunks, last, out);
+    free(out);
+    /* logprobs 0: each position's top_logprobs holds the sampled token alone */
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"Hi\", \"max_tokens\": 5, \"logprobs\": 0, \"ignore_eos\": true}", &out), 200);
+    json_t *o = json_loads(out, 0, NULL);
+    json_t *lp = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "logprobs");
+    json_t *tokens = json_object_get(lp, "tokens"), *top = json_object_get(lp, "top_logprobs");
+    CHECKF(json_array_size(tokens) == 5 && json_array_size(top) == 5, "%s", out);
+    for (size_t i = 0; i < json_array_size(top); i++) {
+        json_t *d = json_array_get(top, i);
+        json_t *v = json_object_get(d, json_string_value(json_array_get(tokens, i)));
+        CHECKF(json_object_size(d) == 1 && v && json_real_value(v) == json_real_value(json_array_get(json_object_get(lp, "token_logprobs"), i)),
+               "position %zu: %s", i, out);
+    }
+    json_decref(o);
+    free(out);
+    /* a custom role reaches the chat template, which decides what to make of it (Qwen2's
+     * renders the roles it knows and skips others) */
+    CHECK_EQ(ts_post(&s, "/tokenize", "{\"messages\": [{\"role\": \"observer\", \"content\": \"noted\"}, "
+                     "{\"role\": \"user\", \"content\": \"hi\"}]}", &out), 200);
+    free(out);
+    CHECK_EQ(ts_post(&s, "/v1/chat/completions", "{\"messages\": [{\"role\": \"observer\", \"content\": \"noted\"}, "
+                     "{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2}", &out), 200);
     free(out);
     ts_stop(&s);
 }

@@ -151,7 +151,14 @@ TEST(test_serve_oai_bad_values_name_the_parameter) {
     CHECK(rejects(1, "{" MSGS ",\"model\":3}", "model"));
     CHECK(rejects(1, "{\"messages\":[]}", "messages"));
     CHECK(rejects(1, "{\"messages\":\"hi\"}", "messages"));
-    CHECK(rejects(1, "{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", "messages"));
+    CHECK(rejects(1, "{\"messages\":[{\"role\":\"\",\"content\":\"x\"}]}", "messages"));
+    CHECK(rejects(1, "{\"messages\":[{\"role\":7,\"content\":\"x\"}]}", "messages"));
+    /* a custom role reaches the template as it is (vLLM's custom message roles) */
+    xi_oai_request cr;
+    xi_oai_error ce;
+    const char *custom = "{\"messages\":[{\"role\":\"observer\",\"content\":\"x\"}]}";
+    CHECK(xi_oai_parse(&cr, 1, custom, strlen(custom), &ce) == 0 && strstr(cr.messages_json, "\"role\":\"observer\""));
+    xi_oai_request_free(&cr);
     CHECK(rejects(1, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages"));
     CHECK(rejects(1, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages"));
     CHECK(rejects(1, "{}", "messages"));

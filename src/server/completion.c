@@ -400,6 +400,10 @@ static void completion_lp_add(xi_job *j, json_t *lp, size_t *offset, int32_t *pr
                 free(key);
                 free(tt);
             }
+            /* the sampled token is always among them, as in vLLM (logprobs 0: only it) */
+            char *key = xi_srv_utf8_clean(t, strlen(t), NULL);
+            if (key) json_object_set_new(d, key, lp_value(l[i].logprob));
+            free(key);
             json_array_append_new(top, d);
         }
         free(t);
@@ -411,11 +415,13 @@ static json_t *completion_lp_new(void) {
     return json_pack("{s:[], s:[], s:[], s:[]}", "text_offset", "token_logprobs", "tokens", "top_logprobs");
 }
 
+static json_t *usage_json(xi_job *j);
+
 static json_t *chunk_new(xi_job *j, json_t *choices) {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", j->id, "object",
                           j->req.chat ? "chat.completion.chunk" : "text_completion", "created",
                           (json_int_t)j->created, "model", j->s->cfg.served_names[0], "choices", choices);
-    if (j->req.include_usage) json_object_set_new(o, "usage", json_null());
+    if (j->req.include_usage) json_object_set_new(o, "usage", j->req.continuous_usage ? usage_json(j) : json_null());
     return o;
 }
 
@@ -928,6 +934,7 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api,
                (s->cfg.tool_parser || j->req.tool_choice >= XI_TOOL_CHOICE_REQUIRED);
     j->reasoning = chat ? s->cfg.reasoning_parser : NULL;
     if (j->req.stream && s->cfg.force_include_usage) j->req.include_usage = 1;
+    j->req.continuous_usage &= j->req.include_usage; /* vLLM: continuous stats need usage */
     if (prepare_prompts(j, &e) || submit_all(j, &e)) {
         xi_job_abort(j);
         goto fail;

@@ -206,7 +206,6 @@ static int parse_messages(xi_oai_request *r, json_t *body, const char *key, char
     if (!m) return xi_oai_fail(e, 400, key, "'%s' is required", key);
     if (!json_is_array(m) || !json_array_size(m))
         return xi_oai_fail(e, 400, key, "'%s' must be a non-empty array", key);
-    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
     json_t *norm = json_array();
     size_t i;
     json_t *msg;
@@ -217,13 +216,11 @@ static int parse_messages(xi_oai_request *r, json_t *body, const char *key, char
             json_decref(norm);
             return xi_oai_fail(e, 400, key, "%s must be an object", param);
         }
+        /* any role reaches the template, as vLLM's custom message roles do */
         json_t *role = json_object_get(msg, "role");
-        int ok = 0;
-        for (size_t k = 0; json_is_string(role) && k < sizeof roles / sizeof roles[0]; k++)
-            ok |= !strcmp(json_string_value(role), roles[k]);
-        if (!ok) {
+        if (!json_is_string(role) || !json_string_length(role)) {
             json_decref(norm);
-            return xi_oai_fail(e, 400, key, "%s.role must be one of system, developer, user, assistant, tool", param);
+            return xi_oai_fail(e, 400, key, "%s.role must be a non-empty string", param);
         }
         json_t *copy = json_deep_copy(msg);
         /* a tool call comes back with its arguments as a JSON string; templates (Qwen's
@@ -499,6 +496,10 @@ int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_o
         }
         if (get_bool(so, "include_usage", &r->include_usage, e) < 0) {
             snprintf(e->param, sizeof e->param, "stream_options.include_usage");
+            goto out;
+        }
+        if (get_bool(so, "continuous_usage_stats", &r->continuous_usage, e) < 0) {
+            snprintf(e->param, sizeof e->param, "stream_options.continuous_usage_stats");
             goto out;
         }
     }

@@ -45,6 +45,7 @@ typedef struct xi_oai_request {
     int chat;                       /* 1: /v1/chat/completions, 0: /v1/completions */
     char *model;                    /* requested model name (owned) or NULL */
     int stream, include_usage;
+    int continuous_usage;           /* stream_options.continuous_usage_stats: usage on every chunk */
     int n;                          /* samples per prompt */
     int max_tokens;                 /* -1: until max_model_len */
     int echo;                       /* completions: prompt text precedes the output */
