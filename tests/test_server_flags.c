@@ -110,3 +110,55 @@ TEST(test_serve_fields_continuous_usage_logprobs_zero_and_custom_roles) {
     free(out);
     ts_stop(&s);
 }
+
+/* return_token_ids: the prompt's ids and the output's, which decode to the answer's text,
+ * the same streamed (spread over the chunks) as not */
+TEST(test_serve_fields_return_token_ids) {
+    server s = {0};
+    CHECK(ts_start_cfg(&s, "models/qwen2-tiny-random", (xi_server_config){0}) == 0);
+    char *out;
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"Once upon\", \"max_tokens\": 6, \"temperature\": 0, "
+                     "\"return_token_ids\": true}", &out), 200);
+    json_t *o = json_loads(out, 0, NULL);
+    free(out);
+    json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+    json_t *ids = json_object_get(ch, "token_ids");
+    CHECK_EQ((int)json_array_size(ids), (int)json_integer_value(json_object_get(json_object_get(o, "usage"), "completion_tokens")));
+    CHECK_EQ((int)json_array_size(json_object_get(ch, "prompt_token_ids")),
+             (int)json_integer_value(json_object_get(json_object_get(o, "usage"), "prompt_tokens")));
+    char req[4096], *dumped = json_dumps(ids, 0);
+    snprintf(req, sizeof req, "{\"tokens\": %s}", dumped);
+    CHECK_EQ(ts_post(&s, "/detokenize", req, &out), 200);
+    json_t *d = json_loads(out, 0, NULL);
+    CHECKF(!strcmp(json_string_value(json_object_get(d, "prompt")), json_string_value(json_object_get(ch, "text"))), "%s", out);
+    json_decref(d);
+    free(out);
+    /* streamed: the chunks' ids joined are the same ids, the prompt's in the first */
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"Once upon\", \"max_tokens\": 6, \"temperature\": 0, "
+                     "\"return_token_ids\": true, \"stream\": true}", &out), 200);
+    json_t *joined = json_array();
+    int with_prompt = 0;
+    for (const char *p = strstr(out, "data: {"); p; p = strstr(p + 1, "data: {")) {
+        json_t *c = json_loads(p + 6, JSON_DISABLE_EOF_CHECK, NULL);
+        json_t *cc = json_array_get(json_object_get(c, "choices"), 0);
+        json_array_extend(joined, json_object_get(cc, "token_ids"));
+        with_prompt += json_object_get(cc, "prompt_token_ids") != NULL;
+        json_decref(c);
+    }
+    char *got = json_dumps(joined, 0);
+    CHECKF(!strcmp(got, dumped) && with_prompt == 1, "streamed %s, whole %s", got, dumped);
+    free(got);
+    free(dumped);
+    json_decref(joined);
+    free(out);
+    json_decref(o);
+    /* chat: prompt_token_ids at the top, as vLLM */
+    CHECK_EQ(ts_post(&s, "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 3, "
+                     "\"return_token_ids\": true}", &out), 200);
+    o = json_loads(out, 0, NULL);
+    CHECKF(json_array_size(json_object_get(o, "prompt_token_ids")) > 0 &&
+           json_array_size(json_object_get(json_array_get(json_object_get(o, "choices"), 0), "token_ids")) > 0, "%s", out);
+    json_decref(o);
+    free(out);
+    ts_stop(&s);
+}

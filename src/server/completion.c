@@ -35,6 +35,8 @@ typedef struct job_event {
     size_t text_len;
     int n_ids;
     lp_copy *lps;                    /* [n_ids] owned, or NULL */
+    int32_t *new_ids;                /* [n_new] the tokens themselves (return_token_ids), owned */
+    int n_new;
     lp_copy *plps;                   /* [n_plps] prompt logprobs, owned, or NULL */
     int n_plps;
     xi_finish_reason finish;
@@ -67,6 +69,8 @@ typedef struct job_choice {
     int started;                     /* echo and first chunk written */
     size_t sent;                     /* streaming, parsed: bytes of the content part sent */
     size_t r_sent;                   /* streaming, parsed: end of the reasoning sent (in text) */
+    json_t *token_ids;               /* return_token_ids: the output's ids so far, or NULL */
+    size_t ids_sent;                 /* streaming: of token_ids, those already in a chunk */
     xi_finish_reason finish;
     char *stop_reason;
     int32_t stop_token;
@@ -122,6 +126,7 @@ static void lp_free(lp_copy *l, int n) {
 
 static void event_free(job_event *ev) {
     free(ev->text);
+    free(ev->new_ids);
     lp_free(ev->lps, ev->n_ids);
     lp_free(ev->plps, ev->n_plps);
     free(ev->stop_reason);
@@ -150,6 +155,7 @@ static void job_free(xi_job *j) {
         free(j->choices[i].text);
         free(j->choices[i].stop_reason);
         json_decref(j->choices[i].lp);
+        json_decref(j->choices[i].token_ids);
     }
     free(j->subs);
     free(j->choices);
@@ -274,6 +280,10 @@ static void on_output(void *user, const xi_output *o) {
             (ev->plps = lp_dup(o->prompt_logprobs, o->n_prompt_logprobs)))
             ev->n_plps = o->n_prompt_logprobs;
         if (o->stop_reason) ev->stop_reason = strdup(o->stop_reason);
+        if (j->req.return_token_ids && o->n_new > 0 && (ev->new_ids = malloc((size_t)o->n_new * sizeof *ev->new_ids))) {
+            memcpy(ev->new_ids, o->new_ids, (size_t)o->n_new * sizeof *ev->new_ids);
+            ev->n_new = o->n_new;
+        }
     }
     /* inter-token latency: the time since this sample's previous tokens, per new token */
     job_choice *c = &j->choices[choice];
@@ -487,6 +497,12 @@ static int calls_finish(const xi_job *j, const json_t *calls) {
     return calls && j->req.tool_choice != XI_TOOL_CHOICE_NAMED;
 }
 
+static json_t *prompt_ids_json(const job_sub *sub) {
+    json_t *a = json_array();
+    for (int i = 0; i < sub->n_prompt; i++) json_array_append_new(a, json_integer(sub->ids[i]));
+    return a;
+}
+
 /* Apply one event to its choice; when streaming, write its chunk. */
 static void consume(xi_job *j, job_event *ev) {
     job_choice *c = &j->choices[ev->choice];
@@ -506,6 +522,10 @@ static void consume(xi_job *j, job_event *ev) {
         ev->stop_reason = NULL;
     }
     if (ev->generated > c->generated) c->generated = ev->generated;
+    if (j->req.return_token_ids) {
+        if (!c->token_ids) c->token_ids = json_array();
+        for (int i = 0; i < ev->n_new; i++) json_array_append_new(c->token_ids, json_integer(ev->new_ids[i]));
+    }
     int want_lp = j->req.logprobs >= 0;
 
     /* echo: the prompt (and its logprobs) precede the first output of a completion */
@@ -610,6 +630,13 @@ static void consume(xi_job *j, job_event *ev) {
         free(t);
     }
     if (ev->finish != XI_FINISH_NONE) json_object_set_new(ch, "stop_reason", stop_reason_json(c));
+    if (c->token_ids) { /* the ids not sent yet: a chunk may have been held back */
+        json_t *ids = json_array();
+        if (!c->ids_sent) json_object_set_new(ch, "prompt_token_ids", prompt_ids_json(sub));
+        for (; c->ids_sent < json_array_size(c->token_ids); c->ids_sent++)
+            json_array_append(ids, json_array_get(c->token_ids, c->ids_sent));
+        json_object_set_new(ch, "token_ids", ids);
+    }
     json_decref(lp);
     sse_send(j, chunk_new(j, json_pack("[o]", ch)));
 }
@@ -744,6 +771,10 @@ static enum MHD_Result answer_body(xi_job *j) {
                                 sp.has_reasoning ? xi_srv_json_text(all + sp.r_begin, sp.r_end - sp.r_begin)
                                                  : json_null());
         json_object_set_new(ch, "stop_reason", stop_reason_json(c));
+        if (j->req.return_token_ids) {
+            json_object_set_new(ch, "token_ids", c->token_ids ? json_incref(c->token_ids) : json_array());
+            if (!j->req.chat) json_object_set_new(ch, "prompt_token_ids", prompt_ids_json(&j->subs[i / j->req.n]));
+        }
         json_array_append_new(choices, ch);
         if (j->resp && !worst) { /* one choice: the Responses API has no n */
             const xi_resp_sink none = {0};
@@ -768,6 +799,7 @@ static enum MHD_Result answer_body(xi_job *j) {
                           j->req.chat ? "chat.completion" : "text_completion", "created",
                           (json_int_t)j->created, "model", j->s->cfg.served_names[0], "choices",
                           choices, "usage", usage_json(j));
+    if (j->req.return_token_ids && j->req.chat) json_object_set_new(o, "prompt_token_ids", prompt_ids_json(&j->subs[0]));
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return xi_srv_respond(j->conn, MHD_HTTP_OK, "application/json", s);

@@ -504,6 +504,7 @@ int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_o
         }
     }
     if (!chat && get_bool(root, "echo", &r->echo, e) < 0) goto out;
+    if (get_bool(root, "return_token_ids", &r->return_token_ids, e) < 0) goto out;
     if (!chat && field(root, "suffix")) { /* vLLM's answer too: no model here fills in the middle */
         xi_oai_fail(e, 400, "suffix", "suffix is not currently supported");
         goto out;

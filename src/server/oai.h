@@ -46,6 +46,7 @@ typedef struct xi_oai_request {
     char *model;                    /* requested model name (owned) or NULL */
     int stream, include_usage;
     int continuous_usage;           /* stream_options.continuous_usage_stats: usage on every chunk */
+    int return_token_ids;           /* answers carry prompt_token_ids and token_ids (vLLM) */
     int n;                          /* samples per prompt */
     int max_tokens;                 /* -1: until max_model_len */
     int echo;                       /* completions: prompt text precedes the output */
