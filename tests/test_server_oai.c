@@ -153,6 +153,14 @@ TEST(test_serve_oai_bad_values_name_the_parameter) {
     CHECK(rejects(1, "{\"messages\":\"hi\"}", "messages"));
     CHECK(rejects(1, "{\"messages\":[{\"role\":\"\",\"content\":\"x\"}]}", "messages"));
     CHECK(rejects(1, "{\"messages\":[{\"role\":7,\"content\":\"x\"}]}", "messages"));
+    /* fields this server does not know are named, so the request's log line shows them */
+    xi_oai_request ir;
+    xi_oai_error ie;
+    const char *unknown = "{\"prompt\":\"x\",\"best_of\":2,\"user\":\"u\",\"max_token\":5,\"top_k\":3}";
+    CHECK(xi_oai_parse(&ir, 0, unknown, strlen(unknown), &ie) == 0);
+    CHECKF(strstr(ir.ignored, "best_of") && strstr(ir.ignored, "max_token") && !strstr(ir.ignored, "user") &&
+           !strstr(ir.ignored, "top_k") && strlen(ir.ignored) == strlen("best_of, max_token"), "%s", ir.ignored);
+    xi_oai_request_free(&ir);
     /* a custom role reaches the template as it is (vLLM's custom message roles) */
     xi_oai_request cr;
     xi_oai_error ce;

@@ -971,6 +971,8 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api,
         xi_job_abort(j);
         goto fail;
     }
+    if (j->req.ignored[0]) /* vLLM's warning, so that a client's misspelt field is seen */
+        xi_srv_log("The following fields were present in request %s but ignored: %s", j->id, j->req.ignored);
     if (s->cfg.log_requests)
         xi_srv_log("Received request %s: %d prompt(s), prompt_tokens=%d, max_tokens=%d, n=%d, stream=%d",
                    j->id, j->n_subs, j->subs[0].n_prompt, j->req.max_tokens, j->req.n, j->req.stream);

@@ -470,6 +470,30 @@ static int parse_logprobs(xi_oai_request *r, json_t *body, xi_oai_error *e) {
     return 0;
 }
 
+/* The top-level fields a chat or completions body may have that this server reads (or, for
+ * `user`, takes as vLLM does without effect); others are named in r->ignored. */
+static void note_ignored(xi_oai_request *r, json_t *root) {
+    static const char *const known[] = {
+        "model", "messages", "prompt", "stream", "stream_options", "echo", "suffix", "temperature", "top_p",
+        "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "n",
+        "max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos", "stop", "stop_token_ids",
+        "include_stop_str_in_output", "skip_special_tokens", "logit_bias", "logprobs", "top_logprobs",
+        "add_special_tokens", "add_generation_prompt", "continue_final_message", "tools", "tool_choice",
+        "cache_salt", "return_token_ids", "response_format", "structured_outputs", "guided_json",
+        "guided_regex", "guided_choice", "guided_grammar", "user"};
+    const char *key;
+    json_t *v;
+    size_t n = 0;
+    json_object_foreach(root, key, v) {
+        size_t k = 0;
+        while (k < sizeof known / sizeof known[0] && strcmp(key, known[k])) k++;
+        if (k < sizeof known / sizeof known[0]) continue;
+        const int w = snprintf(r->ignored + n, sizeof r->ignored - n, "%s%s", n ? ", " : "", key);
+        if (w < 0 || (size_t)w >= sizeof r->ignored - n) break; /* the first names that fit */
+        n += (size_t)w;
+    }
+}
+
 int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_oai_error *e) {
     memset(r, 0, sizeof *r);
     xi_request_params_default(&r->params);
@@ -482,6 +506,7 @@ int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_o
     json_t *root = parse_body(body, len, e);
     if (!root) return -1;
     int rc = -1, b;
+    note_ignored(r, root);
     if (get_string(root, "model", &r->model, e) < 0) goto out;
     if (get_bool(root, "stream", &r->stream, e) < 0) goto out;
     json_t *so = field(root, "stream_options");
