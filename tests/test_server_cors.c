@@ -12,7 +12,8 @@
 /* curl -i: the status line, headers and body of one call */
 __attribute__((noinline)) static char *http(int port, const char *opts, const char *path) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "curl -s -i -m 20 %s http://127.0.0.1:%d%s", opts, port, path);
+    snprintf(cmd, sizeof cmd, "curl -s -i -m 20 %s%s http://127.0.0.1:%d%s", strstr(opts, "-d ") ? "-H 'Content-Type: application/json' " : "",
+             opts, port, path);
     char *out = NULL;
     xi_test_run(cmd, &out);
     return out ? out : strdup("");
@@ -144,6 +145,13 @@ TEST(test_request_id_headers_model_card_ping_and_invocations) {
     free(o);
     o = http(s.port, "-d '{\"input\": \"Hi\"}'", "/invocations");
     CHECKF(status_is(o, 400) && strstr(o, "\"error\""), "%s", o);
+    free(o);
+    /* a JSON body needs its Content-Type, as vLLM requires (parameters after ';' aside) */
+    o = http(s.port, "--data-binary '{\"prompt\": \"Hi\", \"max_tokens\": 1}' -H 'Content-Type: text/plain'", "/v1/completions");
+    CHECKF(status_is(o, 400) && strstr(o, "Only 'application/json' is allowed"), "%s", o);
+    free(o);
+    o = http(s.port, "--data-binary '{\"prompt\": \"Hi\", \"max_tokens\": 1}' -H 'Content-Type: Application/JSON; charset=utf-8'", "/v1/completions");
+    CHECKF(status_is(o, 200), "%s", o);
     free(o);
     ts_stop(&s);
 }

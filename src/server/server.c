@@ -146,6 +146,13 @@ static enum MHD_Result route_model(xi_server *s, struct MHD_Connection *c, const
     return unknown_model(c, id);
 }
 
+/* A JSON body's Content-Type (parameters after ';' aside), which vLLM requires of them. */
+static int json_content_type(struct MHD_Connection *c) {
+    const char *t = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const size_t n = t ? strcspn(t, "; \t") : 0;
+    return n == 16 && !strncasecmp(t, "application/json", 16);
+}
+
 /* A route's path; one ending in '*' takes any non-empty rest. */
 static int path_matches(const char *pattern, const char *url) {
     const size_t n = strlen(pattern);
@@ -364,6 +371,9 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
         return fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, st->route == R_CHAT
                            ? "The model does not support Chat Completions API (it is served with --runner pooling: use /v1/embeddings)"
                            : "The model does not support Completions API (it is served with --runner pooling: use /v1/embeddings)");
+    if (st->route != R_MODELS && st->route != R_MODEL && st->route != R_METRICS && st->route != R_LOAD &&
+        !json_content_type(c))
+        return fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, "Unsupported Media Type: Only 'application/json' is allowed");
     switch (st->route) {
     case R_CHAT: return xi_job_handle(s, c, XI_API_CHAT, body, st->len, &st->job);
     case R_COMPLETIONS: return xi_job_handle(s, c, XI_API_COMPLETIONS, body, st->len, &st->job);
