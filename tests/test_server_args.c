@@ -249,8 +249,8 @@ TEST(test_serve_args_cors_request_id_usage_load_and_metrics_flags_take_effect) {
     CHECK(PARSE(&a, all_dirs, "/m") == 0);
     CHECK(!a.allowed_origins && !a.allow_credentials && !a.request_id_headers); /* ["*"], as vLLM */
     CHECKF(PARSE(&a, all_dirs, "/m", "--enable-force-include-usage", "--enable-server-load-tracking",
-                 "--show-hidden-metrics-for-version", "0.10") == 0, "%s", err);
-    CHECK(a.force_include_usage && a.server_load_tracking && a.n_notices == 0);
+                 "--show-hidden-metrics-for-version", "0.10", "--enable-tokenizer-info-endpoint") == 0, "%s", err);
+    CHECK(a.force_include_usage && a.server_load_tracking && a.tokenizer_info && a.n_notices == 0);
     CHECK_STR(a.show_hidden_metrics, "0.10");
     CHECK(PARSE(&a, all_dirs, "/m", "--show-hidden-metrics-for-version", "latest") == -1);
     CHECKF(strstr(err, "MAJOR.MINOR"), "%s", err);

@@ -155,3 +155,28 @@ TEST(test_request_id_headers_model_card_ping_and_invocations) {
     free(o);
     ts_stop(&s);
 }
+
+TEST(test_tokenizer_info_only_with_its_flag) {
+    server s = {0};
+    CHECK(ts_start_cfg(&s, "models/qwen2-tiny-random", (xi_server_config){0}) == 0);
+    char *o = http(s.port, "", "/tokenizer_info");
+    CHECKF(status_is(o, 404), "%s", o);
+    free(o);
+    ts_stop(&s);
+    char *dir = xi_test_data("models/qwen2-tiny-random");
+    CHECK(ts_start_cfg(&s, "models/qwen2-tiny-random", (xi_server_config){.tokenizer_info = 1, .model_dir = dir}) == 0);
+    o = http(s.port, "", "/tokenizer_info");
+    const char *body = strstr(o, "\r\n\r\n");
+    json_t *got = body ? json_loads(body + 4, 0, NULL) : NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    json_t *want = json_load_file(path, 0, NULL);
+    /* the folder's tokenizer_config.json, as it is */
+    CHECKF(status_is(o, 200) && want && json_is_string(json_object_get(got, "tokenizer_class")) &&
+           json_equal(json_object_get(got, "tokenizer_class"), json_object_get(want, "tokenizer_class")) &&
+           json_equal(json_object_get(got, "chat_template"), json_object_get(want, "chat_template")), "%.500s", o);
+    json_decref(got);
+    json_decref(want);
+    free(o);
+    ts_stop(&s);
+}

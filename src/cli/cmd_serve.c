@@ -15,6 +15,7 @@
 #include "hub/hub.h"
 #include "server/embeddings.h"
 #include "server/serve_args.h"
+#include "server/tokenizer_info.h"
 #include "server/server.h"
 
 static const char *env_get(const char *name) { return getenv(name); }
@@ -157,6 +158,7 @@ int cmd_serve(int argc, char **argv) {
         .force_include_usage = a.force_include_usage,
         .server_load_tracking = a.server_load_tracking,
         .show_hidden_metrics = a.show_hidden_metrics != NULL,
+        .tokenizer_info = a.tokenizer_info,
     };
     xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
     if (!srv) {
@@ -177,6 +179,7 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     a.engine.model_dir = model_dir;
+    xi_server_set_model_dir(srv, model_dir);
     const int pooling = xi_pooling_resolve(a.runner, model_dir, err, sizeof err);
     if (pooling < 0) {
         fprintf(stderr, "xinfer serve: %s\n", err);

@@ -108,7 +108,7 @@ typedef enum {
     F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_MAX_BODY, F_SHUTDOWN, F_HELP,
     F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_CONFIG, F_ONLY,
     F_NO_WEBUI, F_CORS_ORIGINS, F_CORS_METHODS, F_CORS_HEADERS, F_CORS_CREDENTIALS, F_REQUEST_ID,
-    F_FORCE_USAGE, F_LOAD_TRACKING, F_HIDDEN_METRICS,
+    F_FORCE_USAGE, F_LOAD_TRACKING, F_HIDDEN_METRICS, F_TOKENIZER_INFO,
     F_IGNORED, F_REFUSED,
 } flag_id;
 
@@ -172,6 +172,7 @@ static const flag_def flags[] = {
     {"--enable-force-include-usage", NULL, F_FORCE_USAGE, 0, "          every stream ends with a usage chunk, asked for or not"},
     {"--enable-server-load-tracking", NULL, F_LOAD_TRACKING, 0, "          GET /load counts the requests being answered"},
     {"--show-hidden-metrics-for-version", NULL, F_HIDDEN_METRICS, 1, "X.Y       /metrics also shows the deprecated metrics (vllm:gpu_cache_usage_perc, ...)"},
+    {"--enable-tokenizer-info-endpoint", NULL, F_TOKENIZER_INFO, 0, "          GET /tokenizer_info: the tokenizer's configuration"},
     {"--config", NULL, F_CONFIG, 1, "FILE      YAML file of these flags, keys without the -- (`max-model-len: 8192`); the command line overrides it"},
     {"--help", "-h", F_HELP, 0, "          this text"},
     /* vLLM flags that tune things xinfer does not have: accepted, changing nothing. */
@@ -409,6 +410,7 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
     case F_REQUEST_ID: a->request_id_headers = 1; return 0;
     case F_FORCE_USAGE: a->force_include_usage = 1; return 0;
     case F_LOAD_TRACKING: a->server_load_tracking = 1; return 0;
+    case F_TOKENIZER_INFO: a->tokenizer_info = 1; return 0;
     case F_HIDDEN_METRICS: {
         unsigned major, minor;
         char end;

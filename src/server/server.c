@@ -4,6 +4,7 @@
 #include "server/server_internal.h"
 #include "server/cors.h"
 #include "server/embeddings.h"
+#include "server/tokenizer_info.h"
 #include "server/webui.h"
 
 #include <errno.h>
@@ -237,7 +238,8 @@ static enum MHD_Result route_metrics(xi_server *s, xi_engine *eng, struct MHD_Co
 /* ---- routing ------------------------------------------------------------------------------ */
 
 typedef enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_VERSION, R_TOKENIZE,
-               R_DETOKENIZE, R_METRICS, R_EMBEDDINGS, R_RESPONSES, R_MODEL, R_INVOCATIONS, R_LOAD } route_id;
+               R_DETOKENIZE, R_METRICS, R_EMBEDDINGS, R_RESPONSES, R_MODEL, R_INVOCATIONS, R_LOAD,
+               R_TOKENIZER_INFO } route_id;
 
 static const struct {
     const char *path, *method;
@@ -259,6 +261,7 @@ static const struct {
     {"/version", "GET", R_VERSION, 0},
     {"/metrics", "GET", R_METRICS, 0},
     {"/load", "GET", R_LOAD, 0},
+    {"/tokenizer_info", "GET", R_TOKENIZER_INFO, 0},
 };
 
 /* Per-connection-request state (MHD's con_cls). */
@@ -372,7 +375,7 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
                            ? "The model does not support Chat Completions API (it is served with --runner pooling: use /v1/embeddings)"
                            : "The model does not support Completions API (it is served with --runner pooling: use /v1/embeddings)");
     if (st->route != R_MODELS && st->route != R_MODEL && st->route != R_METRICS && st->route != R_LOAD &&
-        !json_content_type(c))
+        st->route != R_TOKENIZER_INFO && !json_content_type(c))
         return fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, "Unsupported Media Type: Only 'application/json' is allowed");
     switch (st->route) {
     case R_CHAT: return xi_job_handle(s, c, XI_API_CHAT, body, st->len, &st->job);
@@ -383,6 +386,7 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
     case R_TOKENIZE: return route_tokenize(s, eng, c, body, st->len);
     case R_DETOKENIZE: return route_detokenize(s, eng, c, body, st->len);
     case R_METRICS: return route_metrics(s, eng, c);
+    case R_TOKENIZER_INFO: return xi_tokenizer_info_handle(s, c);
     case R_LOAD: /* vLLM's --enable-server-load-tracking: requests being answered */
         return respond_json(c, json_pack("{s:i}", "server_load", s->cfg.server_load_tracking ? xi_server_in_flight(s) : 0));
     case R_EMBEDDINGS: return xi_embeddings_handle(s, c, body, st->len);

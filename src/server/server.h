@@ -35,6 +35,8 @@ typedef struct xi_server_config {
     int force_include_usage;         /* streams end with usage unasked (--enable-force-include-usage) */
     int server_load_tracking;        /* GET /load counts requests in flight (else 0) */
     int show_hidden_metrics;         /* --show-hidden-metrics-for-version: deprecated metrics too */
+    int tokenizer_info;              /* GET /tokenizer_info (--enable-tokenizer-info-endpoint) */
+    const char *model_dir;           /* the folder loaded (xi_server_set_model_dir), or NULL */
 } xi_server_config;
 
 /* A listening socket on host:port (port 0: a free one, written to *bound_port) or on the
