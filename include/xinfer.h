@@ -246,6 +246,9 @@ void xi_engine_get_stats(xi_engine *e, xi_engine_stats *s);
 /* ids: malloc'ed array the caller frees. Returns the count or -1 (err: e.g. invalid UTF-8). */
 int xi_engine_tokenize(const xi_engine *e, const char *text, int add_special_tokens,
                        int32_t **ids, char *err, size_t errlen);
+/* The vocabulary's own spelling of a token ("Ġthe", "▁the", "<|im_end|>"), NULL when out of
+ * range; valid while the engine is open. */
+const char *xi_engine_token_str(const xi_engine *e, int32_t id);
 /* Returns a malloc'ed string or NULL (an id out of range). */
 char *xi_engine_detokenize(const xi_engine *e, const int32_t *ids, int n, int skip_special,
                            char *err, size_t errlen);

@@ -100,6 +100,13 @@ TEST(test_serve_fields_continuous_usage_logprobs_zero_and_custom_roles) {
     }
     json_decref(o);
     free(out);
+    /* /tokenize return_token_strs: the vocabulary's own spellings (byte-level: Ġ for a space) */
+    CHECK_EQ(ts_post(&s, "/tokenize", "{\"prompt\": \"Hello world\", \"return_token_strs\": true}", &out), 200);
+    CHECKF(strstr(out, "\"token_strs\":[\"Hello\",\"\xc4\xa0" "world\"]") && strstr(out, "\"count\":2"), "%s", out);
+    free(out);
+    CHECK_EQ(ts_post(&s, "/tokenize", "{\"prompt\": \"Hello world\"}", &out), 200);
+    CHECKF(strstr(out, "\"token_strs\":null"), "%s", out);
+    free(out);
     /* a custom role reaches the chat template, which decides what to make of it (Qwen2's
      * renders the roles it knows and skips others) */
     CHECK_EQ(ts_post(&s, "/tokenize", "{\"messages\": [{\"role\": \"observer\", \"content\": \"noted\"}, "

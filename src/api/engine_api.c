@@ -645,6 +645,8 @@ int xi_engine_tokenize(const xi_engine *e, const char *text, int add_special_tok
     return xi_tokenizer_encode(e->tok, text, strlen(text), add_special_tokens, 1, ids, err, errlen);
 }
 
+const char *xi_engine_token_str(const xi_engine *e, int32_t id) { return xi_tokenizer_token(e->tok, id); }
+
 char *xi_engine_detokenize(const xi_engine *e, const int32_t *ids, int n, int skip_special,
                            char *err, size_t errlen) {
     return xi_tokenizer_decode(e->tok, ids, n, skip_special, NULL, err, errlen);

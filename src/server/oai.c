@@ -587,6 +587,7 @@ int xi_oai_parse_tokenize(xi_oai_tokenize *t, const char *body, size_t len, xi_o
     if (!root) return -1;
     int rc = -1;
     if (get_string(root, "model", &t->model, e) < 0) goto out;
+    if (get_bool(root, "return_token_strs", &t->return_token_strs, e) < 0) goto out;
     if (field(root, "messages")) {
         xi_oai_request tmp = {0};
         if (parse_messages(&tmp, root, "messages", &t->messages_json, e) || parse_tools(root, &t->tools_json, e)) goto out;

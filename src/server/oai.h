@@ -83,6 +83,7 @@ typedef struct xi_oai_tokenize {
     char *prompt;                   /* owned, or NULL when messages_json is set */
     char *messages_json, *tools_json;
     int add_special_tokens, add_generation_prompt, continue_final_message;
+    int return_token_strs;          /* answer the tokens' vocabulary spellings too */
 } xi_oai_tokenize;
 int xi_oai_parse_tokenize(xi_oai_tokenize *t, const char *body, size_t len, xi_oai_error *e);
 void xi_oai_tokenize_free(xi_oai_tokenize *t);

@@ -177,6 +177,7 @@ static enum MHD_Result route_tokenize(xi_server *s, xi_engine *eng, struct MHD_C
     }
     char *text = t.prompt;
     char *rendered = NULL;
+    const int strs = t.return_token_strs;
     if (t.messages_json) {
         rendered = xi_engine_apply_chat_template(eng, t.messages_json, t.tools_json,
                                                  t.add_generation_prompt,
@@ -196,11 +197,15 @@ static enum MHD_Result route_tokenize(xi_server *s, xi_engine *eng, struct MHD_C
         xi_oai_fail(&e, 400, "prompt", "%s", err);
         return xi_srv_respond_error(c, &e);
     }
-    json_t *tokens = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(tokens, json_integer(ids[i]));
+    json_t *tokens = json_array(), *token_strs = strs ? json_array() : json_null();
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(tokens, json_integer(ids[i]));
+        const char *ts = strs ? xi_engine_token_str(eng, ids[i]) : NULL;
+        if (strs) json_array_append_new(token_strs, ts ? xi_srv_json_text(ts, strlen(ts)) : json_null());
+    }
     free(ids);
-    return respond_json(c, json_pack("{s:i, s:i, s:o, s:n}", "count", n, "max_model_len",
-                                     s->info.max_model_len, "tokens", tokens, "token_strs"));
+    return respond_json(c, json_pack("{s:i, s:i, s:o, s:o}", "count", n, "max_model_len",
+                                     s->info.max_model_len, "tokens", tokens, "token_strs", token_strs));
 }
 
 static enum MHD_Result route_detokenize(xi_server *s, xi_engine *eng, struct MHD_Connection *c,
