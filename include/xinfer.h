@@ -227,6 +227,10 @@ int xi_engine_abort(xi_engine *e, int64_t request_id);
 
 /* ---- statistics ------------------------------------------------------------------------ */
 
+/* vLLM's buckets of vllm:iteration_tokens_total */
+#define XI_N_ITERATION_TOKEN_BOUNDS 13
+extern const int xi_iteration_token_bounds[XI_N_ITERATION_TOKEN_BOUNDS];
+
 typedef struct xi_engine_stats {
     int num_running;
     int num_waiting;
@@ -237,6 +241,11 @@ typedef struct xi_engine_stats {
     int64_t prompt_tokens_total;
     int64_t generation_tokens_total;
     int64_t steps;
+    /* tokens per step (vllm:iteration_tokens_total): [i] counts the steps of at most
+     * xi_iteration_token_bounds[i] tokens and more than the bound before (not cumulative);
+     * the last entry, the steps above every bound */
+    int64_t iteration_tokens[XI_N_ITERATION_TOKEN_BOUNDS + 1];
+    int64_t iteration_tokens_sum;
 } xi_engine_stats;
 
 void xi_engine_get_stats(xi_engine *e, xi_engine_stats *s);

@@ -47,6 +47,11 @@ TEST(test_serve_flags_usage_load_and_hidden_metrics) {
     CHECK(metric(out, "vllm:request_params_max_tokens_sum{") == 7);
     CHECK(metric(out, "vllm:request_max_num_generation_tokens_sum{") == 7);
     CHECK(metric(out, "vllm:gpu_cache_usage_perc{") >= 0);
+    /* every engine step is one observation of its scheduled tokens: the prompts' and one per
+     * generated token at least */
+    const double steps = metric(out, "vllm:iteration_tokens_total_count{");
+    CHECKF(steps >= 4 && metric(out, "vllm:iteration_tokens_total_bucket{le=\"+Inf\"") == steps &&
+           metric(out, "vllm:iteration_tokens_total_sum{") >= metric(out, "vllm:generation_tokens_total{"), "steps %g", steps);
     CHECKF(metric(out, "vllm:cache_config_info{block_size=\"16\"") == 1, "%.2000s", out);
     free(out);
     ts_stop(&s);

@@ -347,6 +347,10 @@ TEST(test_serve_metrics_request_params_cache_info_and_hidden_ones) {
     xi_metrics_sample s = {.finish = XI_FINISH_ABORT, .ttft = -1, .e2e = -1, .queue = -1, .prefill = -1, .decode = -1,
                            .prompt_tokens = 50};
     xi_metrics_observe(m, &s);
+    st.iteration_tokens[0] = 3;  /* three 1-token steps */
+    st.iteration_tokens[2] = 2;  /* two of 9..16 tokens */
+    st.iteration_tokens[XI_N_ITERATION_TOKEN_BOUNDS] = 1;
+    st.iteration_tokens_sum = 3 + 24 + 20000;
     t = xi_metrics_render(m, &st);
     static const char *const want[] = {
         "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"float32\",enable_prefix_caching=\"True\",num_cpu_blocks=\"None\",num_gpu_blocks=\"64\"",
@@ -359,6 +363,13 @@ TEST(test_serve_metrics_request_params_cache_info_and_hidden_ones) {
         "vllm:time_per_output_token_seconds_count{model_name=\"m\"} 1\n",
         "vllm:request_prompt_tokens_count{model_name=\"m\"} 0\n",
         "vllm:request_success_total{finished_reason=\"abort\",model_name=\"m\"} 1\n",
+        "vllm:iteration_tokens_total_bucket{le=\"1\",model_name=\"m\"} 3\n",
+        "vllm:iteration_tokens_total_bucket{le=\"8\",model_name=\"m\"} 3\n",
+        "vllm:iteration_tokens_total_bucket{le=\"16\",model_name=\"m\"} 5\n",
+        "vllm:iteration_tokens_total_bucket{le=\"16384\",model_name=\"m\"} 5\n",
+        "vllm:iteration_tokens_total_bucket{le=\"+Inf\",model_name=\"m\"} 6\n",
+        "vllm:iteration_tokens_total_sum{model_name=\"m\"} 20027\n",
+        "vllm:iteration_tokens_total_count{model_name=\"m\"} 6\n",
     };
     for (size_t i = 0; t && i < sizeof want / sizeof want[0]; i++) CHECKF(strstr(t, want[i]) != NULL, "missing: %s", want[i]);
     free(t);

@@ -364,6 +364,8 @@ static void snapshot(xi_engine *e) {
     s->prompt_tokens_total = c->prompt_tokens_total;
     s->generation_tokens_total = c->generation_tokens_total;
     s->steps = c->steps;
+    memcpy(s->iteration_tokens, c->iter_tokens, sizeof s->iteration_tokens);
+    s->iteration_tokens_sum = c->iter_tokens_sum;
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -6,6 +6,9 @@
 
 #include "base/base.h"
 
+const int xi_iteration_token_bounds[XI_N_ITERATION_TOKEN_BOUNDS] = {1, 8, 16, 32, 64, 128, 256, 512, 1024,
+                                                                    2048, 4096, 8192, 16384};
+
 /* ---- groups ---------------------------------------------------------------------------- */
 
 static void *dup_array(const void *src, size_t n, size_t size) {
@@ -572,6 +575,10 @@ int xi_core_step(xi_core *c, char *err, size_t errlen) {
         return c->n_live;
     }
     c->steps++;
+    int bucket = 0;
+    while (bucket < XI_N_ITERATION_TOKEN_BOUNDS && o->total_tokens > xi_iteration_token_bounds[bucket]) bucket++;
+    c->iter_tokens[bucket]++;
+    c->iter_tokens_sum += o->total_tokens;
     xi_batch b;
     int rc = build_batch(c, &b);
     double t2 = xi_now();

@@ -136,6 +136,7 @@ typedef struct xi_core {
     float *hidden;          /* [max_num_seqs, hidden_size] */
     /* counters */
     int64_t prompt_tokens_total, generation_tokens_total, steps;
+    int64_t iter_tokens[XI_N_ITERATION_TOKEN_BOUNDS + 1], iter_tokens_sum; /* see xi_engine_stats */
     /* seconds spent per stage over all steps: scheduler + block manager (schedule and
      * update), flattening the batch, the forward, sampling + logprobs, detokenize + outputs */
     double t_sched, t_batch, t_forward, t_sample, t_output;

@@ -215,6 +215,18 @@ char *xi_metrics_render(xi_metrics *m, const xi_engine_stats *s) {
                 (unsigned long long)h->count);
     }
     pthread_mutex_unlock(&m->mu);
+    /* counted by the engine, one observation per step */
+    head(f, "vllm:iteration_tokens_total", "histogram", "Histogram of number of tokens per engine_step.");
+    int64_t cum = 0;
+    for (int b = 0; b <= XI_N_ITERATION_TOKEN_BOUNDS; b++) {
+        cum += s->iteration_tokens[b];
+        if (b < XI_N_ITERATION_TOKEN_BOUNDS)
+            fprintf(f, "vllm:iteration_tokens_total_bucket{le=\"%d\",%s} %lld\n", xi_iteration_token_bounds[b], L, (long long)cum);
+        else
+            fprintf(f, "vllm:iteration_tokens_total_bucket{le=\"+Inf\",%s} %lld\n", L, (long long)cum);
+    }
+    fprintf(f, "vllm:iteration_tokens_total_sum{%s} %lld\nvllm:iteration_tokens_total_count{%s} %lld\n", L,
+            (long long)s->iteration_tokens_sum, L, (long long)cum);
     if (fclose(f)) {
         free(text);
         return NULL;
