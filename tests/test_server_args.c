@@ -252,6 +252,11 @@ TEST(test_serve_args_cors_request_id_usage_load_and_metrics_flags_take_effect) {
                  "--show-hidden-metrics-for-version", "0.10", "--enable-tokenizer-info-endpoint") == 0, "%s", err);
     CHECK(a.force_include_usage && a.server_load_tracking && a.tokenizer_info && a.n_notices == 0);
     CHECK_STR(a.show_hidden_metrics, "0.10");
+    CHECKF(PARSE(&a, all_dirs, "/m", "--fingerprint-mode", "custom", "--fingerprint-value", "fp-1") == 0, "%s", err);
+    CHECK_STR(a.fingerprint_mode, "custom");
+    CHECK_STR(a.fingerprint_value, "fp-1");
+    CHECK(PARSE(&a, all_dirs, "/m", "--fingerprint-mode", "custom") == -1 && strstr(err, "--fingerprint-value"));
+    CHECK(PARSE(&a, all_dirs, "/m", "--fingerprint-mode", "sometimes") == -1 && strstr(err, "--fingerprint-mode"));
     CHECK(PARSE(&a, all_dirs, "/m", "--show-hidden-metrics-for-version", "latest") == -1);
     CHECKF(strstr(err, "MAJOR.MINOR"), "%s", err);
     static char *bad[][2] = {{"--allowed-origins", "*"}, {"--allowed-methods", "[1]"}, {"--allowed-headers", "{}"}};

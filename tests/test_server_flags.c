@@ -68,6 +68,10 @@ TEST(test_serve_flags_off_by_default) {
     CHECK(!strstr(out, "gpu_cache_usage_perc") && !strstr(out, "time_per_output_token"));
     CHECK(strstr(out, "vllm:request_params_n_count{") != NULL);
     free(out);
+    /* the default fingerprint names the build and hashes the model's identity */
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"Hi\", \"max_tokens\": 1}", &out), 200);
+    CHECKF(strstr(out, "\"system_fingerprint\":\"xinfer-"), "%s", out);
+    free(out);
     ts_stop(&s);
 }
 
@@ -173,4 +177,19 @@ TEST(test_serve_fields_return_token_ids) {
     json_decref(o);
     free(out);
     ts_stop(&s);
+}
+
+TEST(test_serve_flags_fingerprint_modes) {
+    static const struct { const char *mode, *value, *want; } cases[] = {
+        {"none", NULL, "\"system_fingerprint\":null"}, {"custom", "fp-7", "\"system_fingerprint\":\"fp-7\""}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        server s = {0};
+        CHECK(ts_start_cfg(&s, "models/qwen2-tiny-random", (xi_server_config){.fingerprint_mode = cases[i].mode,
+                                                                              .fingerprint_value = cases[i].value}) == 0);
+        char *out;
+        CHECK_EQ(ts_post(&s, "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 1}", &out), 200);
+        CHECKF(strstr(out, cases[i].want), "%s: %s", cases[i].mode, out);
+        free(out);
+        ts_stop(&s);
+    }
 }

@@ -159,6 +159,8 @@ int cmd_serve(int argc, char **argv) {
         .server_load_tracking = a.server_load_tracking,
         .show_hidden_metrics = a.show_hidden_metrics != NULL,
         .tokenizer_info = a.tokenizer_info,
+        .fingerprint_mode = a.fingerprint_mode,
+        .fingerprint_value = a.fingerprint_value,
     };
     xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
     if (!srv) {

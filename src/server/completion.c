@@ -432,6 +432,7 @@ static json_t *chunk_new(xi_job *j, json_t *choices) {
                           j->req.chat ? "chat.completion.chunk" : "text_completion", "created",
                           (json_int_t)j->created, "model", j->s->cfg.served_names[0], "choices", choices);
     if (j->req.include_usage) json_object_set_new(o, "usage", j->req.continuous_usage ? usage_json(j) : json_null());
+    json_object_set_new(o, "system_fingerprint", j->s->fingerprint[0] ? json_string(j->s->fingerprint) : json_null());
     return o;
 }
 
@@ -800,6 +801,7 @@ static enum MHD_Result answer_body(xi_job *j) {
                           (json_int_t)j->created, "model", j->s->cfg.served_names[0], "choices",
                           choices, "usage", usage_json(j));
     if (j->req.return_token_ids && j->req.chat) json_object_set_new(o, "prompt_token_ids", prompt_ids_json(&j->subs[0]));
+    json_object_set_new(o, "system_fingerprint", j->s->fingerprint[0] ? json_string(j->s->fingerprint) : json_null());
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return xi_srv_respond(j->conn, MHD_HTTP_OK, "application/json", s);

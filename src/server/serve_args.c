@@ -4,6 +4,7 @@
 #include "server/serve_args.h"
 #include "server/config_file.h"
 #include "server/cors.h"
+#include "server/fingerprint.h"
 #include "server/reasoning.h"
 #include "server/tool_parse.h"
 
@@ -108,7 +109,7 @@ typedef enum {
     F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_MAX_BODY, F_SHUTDOWN, F_HELP,
     F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_CONFIG, F_ONLY,
     F_NO_WEBUI, F_CORS_ORIGINS, F_CORS_METHODS, F_CORS_HEADERS, F_CORS_CREDENTIALS, F_REQUEST_ID,
-    F_FORCE_USAGE, F_LOAD_TRACKING, F_HIDDEN_METRICS, F_TOKENIZER_INFO,
+    F_FORCE_USAGE, F_LOAD_TRACKING, F_HIDDEN_METRICS, F_TOKENIZER_INFO, F_FINGERPRINT, F_FINGERPRINT_VALUE,
     F_IGNORED, F_REFUSED,
 } flag_id;
 
@@ -173,6 +174,8 @@ static const flag_def flags[] = {
     {"--enable-server-load-tracking", NULL, F_LOAD_TRACKING, 0, "          GET /load counts the requests being answered"},
     {"--show-hidden-metrics-for-version", NULL, F_HIDDEN_METRICS, 1, "X.Y       /metrics also shows the deprecated metrics (vllm:gpu_cache_usage_perc, ...)"},
     {"--enable-tokenizer-info-endpoint", NULL, F_TOKENIZER_INFO, 0, "          GET /tokenizer_info: the tokenizer's configuration"},
+    {"--fingerprint-mode", NULL, F_FINGERPRINT, 1, "MODE      system_fingerprint: full (xinfer-VERSION-HASH8)|hash|custom|none"},
+    {"--fingerprint-value", NULL, F_FINGERPRINT_VALUE, 1, "TEXT      the system_fingerprint of --fingerprint-mode custom"},
     {"--config", NULL, F_CONFIG, 1, "FILE      YAML file of these flags, keys without the -- (`max-model-len: 8192`); the command line overrides it"},
     {"--help", "-h", F_HELP, 0, "          this text"},
     /* vLLM flags that tune things xinfer does not have: accepted, changing nothing. */
@@ -411,6 +414,11 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
     case F_FORCE_USAGE: a->force_include_usage = 1; return 0;
     case F_LOAD_TRACKING: a->server_load_tracking = 1; return 0;
     case F_TOKENIZER_INFO: a->tokenizer_info = 1; return 0;
+    case F_FINGERPRINT:
+        if (!xi_fingerprint_mode_ok(v)) return fail(err, errlen, "%s %s: full, hash, custom or none", flag, v);
+        a->fingerprint_mode = v;
+        return 0;
+    case F_FINGERPRINT_VALUE: a->fingerprint_value = v; return 0;
     case F_HIDDEN_METRICS: {
         unsigned major, minor;
         char end;
@@ -545,6 +553,8 @@ int xi_serve_args_parse(xi_serve_args *a, int argc, char **argv,
     if (a->enable_auto_tool_choice && !a->tool_call_parser)
         return fail(err, errlen, "--enable-auto-tool-choice needs --tool-call-parser (supported: %s)",
                     xi_tool_parser_names());
+    if (a->fingerprint_mode && !strcmp(a->fingerprint_mode, "custom") && !a->fingerprint_value)
+        return fail(err, errlen, "--fingerprint-mode custom needs --fingerprint-value");
 
     /* MODEL and --model: `vllm serve NAME --model PATH` means "serve PATH as NAME". */
     const char *served = NULL;

@@ -41,6 +41,8 @@ typedef struct xi_serve_args {
     int server_load_tracking;       /* --enable-server-load-tracking (GET /load) */
     const char *show_hidden_metrics; /* --show-hidden-metrics-for-version X.Y, or NULL */
     int tokenizer_info;             /* --enable-tokenizer-info-endpoint */
+    const char *fingerprint_mode;   /* --fingerprint-mode (checked) or NULL: full */
+    const char *fingerprint_value;  /* --fingerprint-value, for custom */
     int64_t max_body_bytes;         /* request bodies above this get 413 (32 MiB) */
     double shutdown_timeout;        /* seconds in-flight requests may finish after SIGTERM */
     int help;                       /* --help was given: print xi_serve_args_help and exit 0 */

@@ -4,6 +4,7 @@
 #include "server/server_internal.h"
 #include "server/cors.h"
 #include "server/embeddings.h"
+#include "server/fingerprint.h"
 #include "server/tokenizer_info.h"
 #include "server/webui.h"
 
@@ -534,6 +535,8 @@ int xi_server_set_engine(xi_server *s, xi_engine *e, char *err, size_t errlen) {
         return -1;
     }
     xi_metrics_configure(s->metrics, &s->info, s->cfg.show_hidden_metrics);
+    xi_fingerprint_build(s->cfg.fingerprint_mode, s->cfg.fingerprint_value, s->cfg.model_path, &s->info,
+                         s->fingerprint, sizeof s->fingerprint);
     atomic_store(&s->engine, e);
     return 0;
 }

@@ -37,6 +37,8 @@ typedef struct xi_server_config {
     int show_hidden_metrics;         /* --show-hidden-metrics-for-version: deprecated metrics too */
     int tokenizer_info;              /* GET /tokenizer_info (--enable-tokenizer-info-endpoint) */
     const char *model_dir;           /* the folder loaded (xi_server_set_model_dir), or NULL */
+    const char *fingerprint_mode;    /* server/fingerprint: full (NULL), hash, custom, none */
+    const char *fingerprint_value;   /* custom's value */
 } xi_server_config;
 
 /* A listening socket on host:port (port 0: a free one, written to *bound_port) or on the

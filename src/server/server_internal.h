@@ -28,6 +28,7 @@ struct xi_server {
     xi_job *jobs;                    /* live completion jobs (intrusive list) */
     int n_jobs;                      /* + /v1/embeddings requests being answered */
     uint64_t rng;                    /* request id generator (xorshift) */
+    char fingerprint[128];           /* system_fingerprint; "" answers null (set with the engine) */
 };
 
 /* A complete response with a heap body that MHD frees. */
