@@ -193,3 +193,32 @@ TEST(test_serve_flags_fingerprint_modes) {
         ts_stop(&s);
     }
 }
+
+/* prompt_logprobs: null for the first prompt token, then each prompt token's own logprob and
+ * rank with its top k, keyed by token id; the same as echo's scores of the prompt */
+TEST(test_serve_fields_prompt_logprobs) {
+    server s = {0};
+    CHECK(ts_start_cfg(&s, "models/qwen2-tiny-random", (xi_server_config){0}) == 0);
+    char *out;
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"Once upon a time\", \"max_tokens\": 1, \"prompt_logprobs\": 2, "
+                     "\"echo\": true, \"logprobs\": 0, \"return_token_ids\": true}", &out), 200);
+    json_t *o = json_loads(out, 0, NULL);
+    json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+    json_t *plp = json_object_get(ch, "prompt_logprobs"), *ids = json_object_get(ch, "prompt_token_ids");
+    json_t *echo_lp = json_object_get(json_object_get(ch, "logprobs"), "token_logprobs");
+    CHECKF(json_array_size(plp) == json_array_size(ids) && json_array_size(plp) >= 3 && json_is_null(json_array_get(plp, 0)), "%s", out);
+    for (size_t i = 1; i < json_array_size(plp); i++) {
+        json_t *d = json_array_get(plp, i);
+        char key[16];
+        snprintf(key, sizeof key, "%lld", (long long)json_integer_value(json_array_get(ids, i)));
+        json_t *own = json_object_get(d, key);
+        CHECKF(own && json_object_size(d) >= 2 && json_object_size(d) <= 3, "position %zu: %s", i, out);
+        CHECK(json_integer_value(json_object_get(own, "rank")) >= 1 && json_is_string(json_object_get(own, "decoded_token")));
+        CHECK(json_real_value(json_object_get(own, "logprob")) == json_real_value(json_array_get(echo_lp, i)));
+    }
+    json_decref(o);
+    free(out);
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"x\", \"prompt_logprobs\": 1, \"stream\": true}", &out), 400);
+    free(out);
+    ts_stop(&s);
+}

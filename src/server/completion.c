@@ -24,6 +24,7 @@
 typedef struct lp_copy {
     int32_t token;
     float logprob;
+    int rank;
     int n_top;
     xi_top_logprob *top;             /* [n_top] owned */
 } lp_copy;
@@ -231,6 +232,7 @@ static lp_copy *lp_dup(const xi_token_logprob *src, int n) {
     for (int i = 0; i < n; i++) {
         d[i].token = src[i].token;
         d[i].logprob = src[i].logprob;
+        d[i].rank = src[i].rank;
         if (src[i].n_top > 0 && src[i].top) {
             d[i].top = malloc((size_t)src[i].n_top * sizeof *d[i].top);
             if (d[i].top) {
@@ -496,6 +498,32 @@ static json_t *job_tool_stream(xi_job *j, const char *text, size_t len, size_t *
  * engine's reason, as in vLLM */
 static int calls_finish(const xi_job *j, const json_t *calls) {
     return calls && j->req.tool_choice != XI_TOOL_CHOICE_NAMED;
+}
+
+/* vLLM's prompt_logprobs: null for the first token, then per token {"id": {logprob, rank,
+ * decoded_token}} for the prompt's token and its top k. */
+static json_t *prompt_lp_json(xi_job *j, const job_sub *sub) {
+    json_t *a = json_array();
+    for (int i = 0; i < sub->n_plps; i++) {
+        const lp_copy *l = &sub->plps[i];
+        if (i == 0) {
+            json_array_append_new(a, json_null());
+            continue;
+        }
+        json_t *d = json_object();
+        for (int k = -1; k < l->n_top && k < j->req.prompt_logprobs; k++) {
+            const int32_t id = k < 0 ? l->token : l->top[k].token;
+            char key[16], err[64], *t = xi_engine_detokenize(j->eng, &id, 1, 0, err, sizeof err);
+            snprintf(key, sizeof key, "%d", id);
+            if (k < 0 || !json_object_get(d, key))
+                json_object_set_new(d, key, json_pack("{s:o, s:i, s:o}", "logprob", lp_value(k < 0 ? l->logprob : l->top[k].logprob),
+                                                      "rank", k < 0 ? l->rank : k + 1, "decoded_token",
+                                                      xi_srv_json_text(t ? t : "", t ? strlen(t) : 0)));
+            free(t);
+        }
+        json_array_append_new(a, d);
+    }
+    return a;
 }
 
 static json_t *prompt_ids_json(const job_sub *sub) {
@@ -772,6 +800,8 @@ static enum MHD_Result answer_body(xi_job *j) {
                                 sp.has_reasoning ? xi_srv_json_text(all + sp.r_begin, sp.r_end - sp.r_begin)
                                                  : json_null());
         json_object_set_new(ch, "stop_reason", stop_reason_json(c));
+        if (j->req.prompt_logprobs >= 0 && !j->req.chat)
+            json_object_set_new(ch, "prompt_logprobs", prompt_lp_json(j, &j->subs[i / j->req.n]));
         if (j->req.return_token_ids) {
             json_object_set_new(ch, "token_ids", c->token_ids ? json_incref(c->token_ids) : json_array());
             if (!j->req.chat) json_object_set_new(ch, "prompt_token_ids", prompt_ids_json(&j->subs[i / j->req.n]));
@@ -802,6 +832,7 @@ static enum MHD_Result answer_body(xi_job *j) {
                           choices, "usage", usage_json(j));
     if (j->req.return_token_ids && j->req.chat) json_object_set_new(o, "prompt_token_ids", prompt_ids_json(&j->subs[0]));
     json_object_set_new(o, "system_fingerprint", j->s->fingerprint[0] ? json_string(j->s->fingerprint) : json_null());
+    if (j->req.prompt_logprobs >= 0 && j->req.chat) json_object_set_new(o, "prompt_logprobs", prompt_lp_json(j, &j->subs[0]));
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return xi_srv_respond(j->conn, MHD_HTTP_OK, "application/json", s);

@@ -467,6 +467,11 @@ static int parse_logprobs(xi_oai_request *r, json_t *body, xi_oai_error *e) {
     r->params.logprobs = r->logprobs;
     /* echo with logprobs scores the prompt too */
     if (r->echo && r->logprobs >= 0) r->params.prompt_logprobs = r->logprobs;
+    r->prompt_logprobs = -1;
+    if ((rc = get_int(body, "prompt_logprobs", 0, MAX_LOGPROBS, &v, e)) < 0) return -1;
+    if (rc && r->stream) return xi_oai_fail(e, 400, "prompt_logprobs", "'prompt_logprobs' is not supported with \"stream\": true");
+    if (rc) r->prompt_logprobs = (int)v;
+    if (rc && v > r->params.prompt_logprobs) r->params.prompt_logprobs = (int)v;
     return 0;
 }
 
@@ -479,7 +484,7 @@ static void note_ignored(xi_oai_request *r, json_t *root) {
         "max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos", "stop", "stop_token_ids",
         "include_stop_str_in_output", "skip_special_tokens", "logit_bias", "logprobs", "top_logprobs",
         "add_special_tokens", "add_generation_prompt", "continue_final_message", "tools", "tool_choice",
-        "cache_salt", "return_token_ids", "response_format", "structured_outputs", "guided_json",
+        "cache_salt", "return_token_ids", "prompt_logprobs", "response_format", "structured_outputs", "guided_json",
         "guided_regex", "guided_choice", "guided_grammar", "user"};
     const char *key;
     json_t *v;

@@ -47,6 +47,7 @@ typedef struct xi_oai_request {
     int stream, include_usage;
     int continuous_usage;           /* stream_options.continuous_usage_stats: usage on every chunk */
     int return_token_ids;           /* answers carry prompt_token_ids and token_ids (vLLM) */
+    int prompt_logprobs;            /* -1, or vLLM's prompt_logprobs: top k for each prompt token */
     char ignored[256];              /* the body's fields this server does not know, ", "-joined */
     int n;                          /* samples per prompt */
     int max_tokens;                 /* -1: until max_model_len */
