@@ -139,6 +139,8 @@ typedef struct xi_request_params {
     float frequency_penalty;
     const xi_logit_bias *logit_bias;
     int n_logit_bias;
+    const int32_t *allowed_token_ids; /* [n_allowed_token_ids]: only these may be drawn; 0: any */
+    int n_allowed_token_ids;
     int64_t seed;                   /* < 0: none (engine RNG) */
     int max_tokens;                 /* < 0: until max_model_len */
     int min_tokens;

@@ -230,3 +230,31 @@ TEST(test_serve_fields_prompt_logprobs) {
     free(out);
     ts_stop(&s);
 }
+
+/* allowed_token_ids: every drawn token is one of them (at temperature 1, where a random
+ * model would otherwise wander over the whole vocabulary); an id outside it is a 400 */
+TEST(test_serve_fields_allowed_token_ids) {
+    server s = {0};
+    CHECK(ts_start_cfg(&s, "models/qwen2-tiny-random", (xi_server_config){0}) == 0);
+    char *out;
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"Pick:\", \"max_tokens\": 12, \"temperature\": 1, \"seed\": 1, "
+                     "\"ignore_eos\": true, \"allowed_token_ids\": [64, 65, 66, 65], \"return_token_ids\": true}", &out), 200);
+    json_t *o = json_loads(out, 0, NULL);
+    json_t *ids = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "token_ids");
+    CHECKF(json_array_size(ids) == 12, "%s", out);
+    int kinds[3] = {0};
+    for (size_t i = 0; i < json_array_size(ids); i++) {
+        const json_int_t id = json_integer_value(json_array_get(ids, i));
+        CHECKF(id >= 64 && id <= 66, "token %lld: %s", (long long)id, out);
+        if (id >= 64 && id <= 66) kinds[id - 64] = 1;
+    }
+    CHECKF(kinds[0] + kinds[1] + kinds[2] >= 2, "%s", out); /* drawn among them, not one forced */
+    json_decref(o);
+    free(out);
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"x\", \"allowed_token_ids\": [999999999]}", &out), 400);
+    CHECKF(strstr(out, "allowed_token_ids"), "%s", out);
+    free(out);
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"x\", \"allowed_token_ids\": []}", &out), 400);
+    free(out);
+    ts_stop(&s);
+}

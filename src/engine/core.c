@@ -27,7 +27,9 @@ xi_group *xi_group_new(const xi_request_params *p, const int32_t *prompt, int n_
     g->bias = dup_array(p->logit_bias, (size_t)p->n_logit_bias, sizeof *p->logit_bias);
     g->stop_ids = dup_array(p->stop_token_ids, (size_t)p->n_stop_token_ids, sizeof(int32_t));
     g->n_stop_ids = p->n_stop_token_ids;
-    int ok = g->prompt && (!p->n_logit_bias || g->bias) && (!p->n_stop_token_ids || g->stop_ids);
+    g->allowed = dup_array(p->allowed_token_ids, (size_t)p->n_allowed_token_ids, sizeof(int32_t));
+    int ok = g->prompt && (!p->n_logit_bias || g->bias) && (!p->n_stop_token_ids || g->stop_ids) &&
+             (!p->n_allowed_token_ids || g->allowed);
     xi_sampling_default(&g->sampling);
     g->sampling.temperature = p->temperature;
     g->sampling.top_p = p->top_p;
@@ -38,6 +40,8 @@ xi_group *xi_group_new(const xi_request_params *p, const int32_t *prompt, int n_
     g->sampling.frequency_penalty = p->frequency_penalty;
     g->sampling.bias = g->bias;
     g->sampling.n_bias = p->n_logit_bias;
+    g->sampling.allowed = g->allowed;
+    g->sampling.n_allowed = p->n_allowed_token_ids > 0 ? p->n_allowed_token_ids : 0;
     g->sampling.min_tokens = p->min_tokens;
     g->seed = p->seed;
     g->eos_token_id = -1;
@@ -107,6 +111,7 @@ void xi_group_free(xi_group *g) {
     }
     free(g->prompt);
     free(g->bias);
+    free(g->allowed);
     free(g->stop_ids);
     free(g->end_ids);
     for (int i = 0; i < g->n_stop; i++) free(g->stop[i]);

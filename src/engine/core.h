@@ -63,6 +63,7 @@ struct xi_group {
     xi_seq *seqs;           /* [n] owned, built by xi_core_add */
     xi_sampling sampling;   /* bias and stop ids point into the arrays below */
     xi_logit_bias *bias;    /* [n_bias] owned */
+    int32_t *allowed;       /* [sampling.n_allowed] owned (allowed_token_ids) */
     int32_t *stop_ids;      /* [n_stop_ids] stop token ids + extra EOS ids, owned */
     int n_stop_ids;
     int64_t seed;           /* < 0: drawn from the engine RNG */

@@ -990,6 +990,12 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api,
         xi_oai_fail(&e, 404, "model", "The model `%s` does not exist.", j->req.model);
         goto fail;
     }
+    for (int i = 0; i < j->req.params.n_allowed_token_ids; i++)
+        if (j->req.params.allowed_token_ids[i] >= s->info.vocab_size) {
+            xi_oai_fail(&e, 400, "allowed_token_ids", "token id %d is outside the vocabulary (%d tokens)",
+                        j->req.params.allowed_token_ids[i], s->info.vocab_size);
+            goto fail;
+        }
     if (j->req.tool_choice == XI_TOOL_CHOICE_AUTO && !s->cfg.tool_parser) {
         xi_oai_fail(&e, 400, "tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and "
                     "--tool-call-parser to be set");

@@ -447,6 +447,19 @@ static int parse_sampling(xi_oai_request *r, json_t *body, xi_oai_error *e) {
     if (r->cache_salt && !*r->cache_salt) return xi_oai_fail(e, 400, "cache_salt", "'cache_salt' must be non-empty");
     p->cache_salt = r->cache_salt;
     if (parse_stop(r, body, e) || parse_logit_bias(r, body, e)) return -1;
+    json_t *allowed = field(body, "allowed_token_ids");
+    if (allowed) { /* vLLM: only these tokens may be drawn */
+        xi_oai_prompt tmp = {0};
+        if (!json_is_array(allowed) || !json_array_size(allowed))
+            return xi_oai_fail(e, 400, "allowed_token_ids", "'allowed_token_ids' must be a non-empty array of token ids");
+        if (ids_from_array(allowed, "allowed_token_ids", &tmp, e)) {
+            free(tmp.ids);
+            return -1;
+        }
+        r->allowed_token_ids = tmp.ids;
+        r->params.allowed_token_ids = tmp.ids;
+        r->params.n_allowed_token_ids = tmp.n_ids;
+    }
 
     return xi_structured_parse(r, body, e);
 }
@@ -484,7 +497,7 @@ static void note_ignored(xi_oai_request *r, json_t *root) {
         "max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos", "stop", "stop_token_ids",
         "include_stop_str_in_output", "skip_special_tokens", "logit_bias", "logprobs", "top_logprobs",
         "add_special_tokens", "add_generation_prompt", "continue_final_message", "tools", "tool_choice",
-        "cache_salt", "return_token_ids", "prompt_logprobs", "response_format", "structured_outputs", "guided_json",
+        "cache_salt", "return_token_ids", "prompt_logprobs", "allowed_token_ids", "response_format", "structured_outputs", "guided_json",
         "guided_regex", "guided_choice", "guided_grammar", "user"};
     const char *key;
     json_t *v;
@@ -576,6 +589,7 @@ void xi_oai_request_free(xi_oai_request *r) {
     free(r->stop);
     free(r->stop_token_ids);
     free(r->logit_bias);
+    free(r->allowed_token_ids);
     free(r->cache_salt);
     free(r->guide_src);
     free(r->forced_tool);

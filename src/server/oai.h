@@ -68,6 +68,7 @@ typedef struct xi_oai_request {
     char **stop;                    /* [n_stop] owned */
     int32_t *stop_token_ids;        /* [n] owned */
     xi_logit_bias *logit_bias;      /* [n] owned */
+    int32_t *allowed_token_ids;     /* [n] owned */
     char *cache_salt;
     char *guide_src;                /* structured output's source (owned; params.guide_src) */
 } xi_oai_request;
