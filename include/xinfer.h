@@ -155,6 +155,8 @@ typedef struct xi_request_params {
     float frequency_penalty;
     const xi_logit_bias *logit_bias;
     int n_logit_bias;
+    const int32_t *allowed_token_ids; /* [n_allowed_token_ids]: only these may be drawn; 0: any */
+    int n_allowed_token_ids;
     int64_t seed;                   /* < 0: none (engine RNG) */
     int max_tokens;                 /* < 0: until max_model_len */
     int min_tokens;
@@ -246,6 +248,10 @@ int xi_engine_abort(xi_engine *e, int64_t request_id);
 
 /* ---- statistics ------------------------------------------------------------------------ */
 
+/* vLLM's buckets of vllm:iteration_tokens_total */
+#define XI_N_ITERATION_TOKEN_BOUNDS 13
+extern const int xi_iteration_token_bounds[XI_N_ITERATION_TOKEN_BOUNDS];
+
 typedef struct xi_engine_stats {
     int num_running;
     int num_waiting;
@@ -256,6 +262,11 @@ typedef struct xi_engine_stats {
     int64_t prompt_tokens_total;
     int64_t generation_tokens_total;
     int64_t steps;
+    /* tokens per step (vllm:iteration_tokens_total): [i] counts the steps of at most
+     * xi_iteration_token_bounds[i] tokens and more than the bound before (not cumulative);
+     * the last entry, the steps above every bound */
+    int64_t iteration_tokens[XI_N_ITERATION_TOKEN_BOUNDS + 1];
+    int64_t iteration_tokens_sum;
 } xi_engine_stats;
 
 void xi_engine_get_stats(xi_engine *e, xi_engine_stats *s);
@@ -269,6 +280,9 @@ int xi_engine_tokenize(const xi_engine *e, const char *text, int add_special_tok
  * says "more than max_ids" (a prompt that cannot fit costs no more than one that just does). */
 int xi_engine_tokenize_limit(const xi_engine *e, const char *text, int add_special_tokens,
                              int max_ids, int32_t **ids, char *err, size_t errlen);
+/* The vocabulary's own spelling of a token ("Ġthe", "▁the", "<|im_end|>"), NULL when out of
+ * range; valid while the engine is open. */
+const char *xi_engine_token_str(const xi_engine *e, int32_t id);
 /* Returns a malloc'ed string or NULL (an id out of range). */
 char *xi_engine_detokenize(const xi_engine *e, const int32_t *ids, int n, int skip_special,
                            char *err, size_t errlen);

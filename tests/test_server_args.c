@@ -270,3 +270,34 @@ TEST(test_serve_args_connection_limits) {
     CHECK(PARSE(&a, all_dirs, "/m", "--timeout-keep-alive", "soon") != 0);
     CHECKF(strstr(err, "--timeout-keep-alive"), "%s", err);
 }
+
+TEST(test_serve_args_cors_request_id_usage_load_and_metrics_flags_take_effect) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECKF(PARSE(&a, all_dirs, "/m", "--allowed-origins", "[\"https://a.example\"]", "--allowed-methods=[\"GET\"]",
+                 "--allowed-headers", "[]", "--allow-credentials", "--enable-request-id-headers") == 0, "%s", err);
+    CHECK_STR(a.allowed_origins, "[\"https://a.example\"]");
+    CHECK_STR(a.allowed_methods, "[\"GET\"]");
+    CHECK_STR(a.allowed_headers, "[]");
+    CHECK(a.allow_credentials && a.request_id_headers);
+    CHECK_EQ(a.n_notices, 0); /* none of them is ignored any more */
+    CHECK(PARSE(&a, all_dirs, "/m") == 0);
+    CHECK(!a.allowed_origins && !a.allow_credentials && !a.request_id_headers); /* ["*"], as vLLM */
+    CHECKF(PARSE(&a, all_dirs, "/m", "--enable-force-include-usage", "--enable-server-load-tracking",
+                 "--show-hidden-metrics-for-version", "0.10", "--enable-tokenizer-info-endpoint") == 0, "%s", err);
+    CHECK(a.force_include_usage && a.server_load_tracking && a.tokenizer_info && a.n_notices == 0);
+    CHECK_STR(a.show_hidden_metrics, "0.10");
+    CHECKF(PARSE(&a, all_dirs, "/m", "--fingerprint-mode", "custom", "--fingerprint-value", "fp-1") == 0, "%s", err);
+    CHECK_STR(a.fingerprint_mode, "custom");
+    CHECK_STR(a.fingerprint_value, "fp-1");
+    CHECK(PARSE(&a, all_dirs, "/m", "--fingerprint-mode", "custom") == -1 && strstr(err, "--fingerprint-value"));
+    CHECK(PARSE(&a, all_dirs, "/m", "--fingerprint-mode", "sometimes") == -1 && strstr(err, "--fingerprint-mode"));
+    CHECK(PARSE(&a, all_dirs, "/m", "--show-hidden-metrics-for-version", "latest") == -1);
+    CHECKF(strstr(err, "MAJOR.MINOR"), "%s", err);
+    static char *bad[][2] = {{"--allowed-origins", "*"}, {"--allowed-methods", "[1]"}, {"--allowed-headers", "{}"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECKF(PARSE(&a, all_dirs, "/m", bad[i][0], bad[i][1]) == -1, "%s %s accepted", bad[i][0], bad[i][1]);
+        CHECKF(strstr(err, bad[i][0]) && strstr(err, "JSON list"), "%s", err);
+    }
+}

@@ -27,7 +27,8 @@ static xi_server *start(int *port, const char *const *keys, int n_keys, const ch
 /* noinline: GCC 12 otherwise mistakes the returned buffer for the local that held it */
 __attribute__((noinline)) static char *http(int port, const char *opts, const char *path) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "curl -s -m 10 -w ' %%{http_code}' %s http://127.0.0.1:%d%s", opts, port, path);
+    snprintf(cmd, sizeof cmd, "curl -s -m 10 -w ' %%{http_code}' -H 'Content-Type: application/json' %s http://127.0.0.1:%d%s",
+             opts, port, path);
     char *out = NULL;
     xi_test_run(cmd, &out);
     return out;
@@ -151,7 +152,7 @@ TEST(test_serve_http_model_roundtrip_and_hangup_leave_engine_idle) {
     /* hang up after the first chunks of a long stream (head exits, curl dies on its next
      * write): the request is aborted and its blocks freed */
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "curl -s -N -d '{\"prompt\":\"Once\",\"max_tokens\":480,\"ignore_eos\":true,"
+    snprintf(cmd, sizeof cmd, "curl -s -N -H 'Content-Type: application/json' -d '{\"prompt\":\"Once\",\"max_tokens\":480,\"ignore_eos\":true,"
              "\"stream\":true}' http://127.0.0.1:%d/v1/completions | head -c 300 >/dev/null", port);
     xi_test_run(cmd, NULL);
     xi_engine_stats st = {0};

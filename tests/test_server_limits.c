@@ -206,7 +206,7 @@ TEST(test_serve_limits_half_closed_client_gets_its_answer) {
     int fds[N];
     static const char body[] = "{\"prompt\":\"Once upon a time\",\"max_tokens\":24,\"ignore_eos\":true}";
     char req[256];
-    snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+    snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
     for (int i = 0; i < N; i++) {
         CHECK((fds[i] = connect_to(port)) >= 0);
         CHECK(send(fds[i], req, strlen(req), MSG_NOSIGNAL) > 0);
@@ -381,7 +381,7 @@ TEST(test_serve_limits_one_large_request_cannot_hold_a_small_one) {
     const char *big = "{\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\"],\"n\":128,\"max_tokens\":64,"
                       "\"ignore_eos\":true,\"temperature\":1,\"seed\":1}";
     char req[512];
-    snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s", strlen(big), big);
+    snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", strlen(big), big);
     int attacker = connect_to(port);
     CHECK(attacker >= 0 && send(attacker, req, strlen(req), MSG_NOSIGNAL) > 0);
     xi_engine_stats st = {0};
@@ -449,7 +449,7 @@ TEST(test_serve_limits_busy_past_the_connection_limit_is_503_but_health_answers)
      * nothing, so these stay busy */
     static const char body[] = "{\"prompt\":\"Once\",\"n\":64,\"max_tokens\":480,\"ignore_eos\":true,\"stream\":true}";
     char req[256];
-    snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+    snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
     int busy[4];
     for (int i = 0; i < 4; i++) {
         CHECK((busy[i] = connect_to(port)) >= 0);

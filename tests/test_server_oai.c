@@ -151,7 +151,22 @@ TEST(test_serve_oai_bad_values_name_the_parameter) {
     CHECK(rejects(1, "{" MSGS ",\"model\":3}", "model"));
     CHECK(rejects(1, "{\"messages\":[]}", "messages"));
     CHECK(rejects(1, "{\"messages\":\"hi\"}", "messages"));
-    CHECK(rejects(1, "{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", "messages"));
+    CHECK(rejects(1, "{\"messages\":[{\"role\":\"\",\"content\":\"x\"}]}", "messages"));
+    CHECK(rejects(1, "{\"messages\":[{\"role\":7,\"content\":\"x\"}]}", "messages"));
+    /* fields this server does not know are named, so the request's log line shows them */
+    xi_oai_request ir;
+    xi_oai_error ie;
+    const char *unknown = "{\"prompt\":\"x\",\"best_of\":2,\"user\":\"u\",\"max_token\":5,\"top_k\":3}";
+    CHECK(xi_oai_parse(&ir, 0, unknown, strlen(unknown), &ie) == 0);
+    CHECKF(strstr(ir.ignored, "best_of") && strstr(ir.ignored, "max_token") && !strstr(ir.ignored, "user") &&
+           !strstr(ir.ignored, "top_k") && strlen(ir.ignored) == strlen("best_of, max_token"), "%s", ir.ignored);
+    xi_oai_request_free(&ir);
+    /* a custom role reaches the template as it is (vLLM's custom message roles) */
+    xi_oai_request cr;
+    xi_oai_error ce;
+    const char *custom = "{\"messages\":[{\"role\":\"observer\",\"content\":\"x\"}]}";
+    CHECK(xi_oai_parse(&cr, 1, custom, strlen(custom), &ce) == 0 && strstr(cr.messages_json, "\"role\":\"observer\""));
+    xi_oai_request_free(&cr);
     CHECK(rejects(1, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages"));
     CHECK(rejects(1, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages"));
     CHECK(rejects(1, "{}", "messages"));
@@ -266,7 +281,7 @@ TEST(test_serve_oai_auth_accepts_only_exact_bearer_keys) {
 TEST(test_serve_metrics_render_uses_vllm_names_and_cumulative_buckets) {
     xi_metrics *m = xi_metrics_new("my\"model", 100);
     CHECK(m);
-    xi_metrics_sample s = {XI_FINISH_STOP, 0.003, 0.4, 0.01, 0.02, 0.3, 7, 12};
+    xi_metrics_sample s = {XI_FINISH_STOP, 0.003, 0.4, 0.01, 0.02, 0.3, 7, 12, 1};
     xi_metrics_observe(m, &s);
     s.finish = XI_FINISH_LENGTH;
     s.ttft = 0.2;
@@ -309,6 +324,54 @@ TEST(test_serve_metrics_render_uses_vllm_names_and_cumulative_buckets) {
         CHECKF(strstr(t, want[i]) != NULL, "missing: %s", want[i]);
     /* token buckets stop at max_model_len */
     CHECK(strstr(t, "vllm:request_prompt_tokens_bucket{le=\"200\"") == NULL);
+    free(t);
+    xi_metrics_free(m);
+}
+
+TEST(test_serve_metrics_request_params_cache_info_and_hidden_ones) {
+    xi_metrics *m = xi_metrics_new("m", 100);
+    CHECK(m);
+    xi_engine_stats st = {.kv_cache_usage = 0.5};
+    char *t = xi_metrics_render(m, &st);
+    CHECK(t && !strstr(t, "cache_config_info") && !strstr(t, "gpu_cache_usage_perc") &&
+          !strstr(t, "time_per_output_token") && !strstr(t, "request_max_num_generation_tokens"));
+    free(t);
+    xi_engine_info info = {.block_size = 16, .kv_cache_dtype = "float32", .enable_prefix_caching = 1, .num_kv_blocks = 64,
+                           .kv_cache_bytes = 1 << 20};
+    xi_metrics_configure(m, &info, 1);
+    xi_metrics_observe_params(m, 3, 40);
+    xi_metrics_observe_params(m, 1, 7);
+    xi_metrics_observe_max_gen(m, 9);
+    xi_metrics_observe_itl(m, 0.02);
+    /* a sample aborted before its prompt was computed counts in neither prompt metric */
+    xi_metrics_sample s = {.finish = XI_FINISH_ABORT, .ttft = -1, .e2e = -1, .queue = -1, .prefill = -1, .decode = -1,
+                           .prompt_tokens = 50};
+    xi_metrics_observe(m, &s);
+    st.iteration_tokens[0] = 3;  /* three 1-token steps */
+    st.iteration_tokens[2] = 2;  /* two of 9..16 tokens */
+    st.iteration_tokens[XI_N_ITERATION_TOKEN_BOUNDS] = 1;
+    st.iteration_tokens_sum = 3 + 24 + 20000;
+    t = xi_metrics_render(m, &st);
+    static const char *const want[] = {
+        "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"float32\",enable_prefix_caching=\"True\",num_cpu_blocks=\"None\",num_gpu_blocks=\"64\"",
+        "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.5\n",
+        "vllm:request_params_n_bucket{le=\"1\",model_name=\"m\"} 1\n",
+        "vllm:request_params_n_bucket{le=\"5\",model_name=\"m\"} 2\n",
+        "vllm:request_params_n_sum{model_name=\"m\"} 4\n",
+        "vllm:request_params_max_tokens_sum{model_name=\"m\"} 47\n",
+        "vllm:request_max_num_generation_tokens_sum{model_name=\"m\"} 9\n",
+        "vllm:time_per_output_token_seconds_count{model_name=\"m\"} 1\n",
+        "vllm:request_prompt_tokens_count{model_name=\"m\"} 0\n",
+        "vllm:request_success_total{finished_reason=\"abort\",model_name=\"m\"} 1\n",
+        "vllm:iteration_tokens_total_bucket{le=\"1\",model_name=\"m\"} 3\n",
+        "vllm:iteration_tokens_total_bucket{le=\"8\",model_name=\"m\"} 3\n",
+        "vllm:iteration_tokens_total_bucket{le=\"16\",model_name=\"m\"} 5\n",
+        "vllm:iteration_tokens_total_bucket{le=\"16384\",model_name=\"m\"} 5\n",
+        "vllm:iteration_tokens_total_bucket{le=\"+Inf\",model_name=\"m\"} 6\n",
+        "vllm:iteration_tokens_total_sum{model_name=\"m\"} 20027\n",
+        "vllm:iteration_tokens_total_count{model_name=\"m\"} 6\n",
+    };
+    for (size_t i = 0; t && i < sizeof want / sizeof want[0]; i++) CHECKF(strstr(t, want[i]) != NULL, "missing: %s", want[i]);
     free(t);
     xi_metrics_free(m);
 }

@@ -4,12 +4,11 @@
  * here bounds its strings and arrays and max_tokens leaves room, so a random model has to
  * finish. Answers are checked by a small JSON Schema validator below and by PCRE2. */
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include <curl/curl.h>
 #include <jansson.h>
 #include <pcre2.h>
 #include <stdlib.h>
 
-#include "server/server.h"
+#include "server_util.h"
 #include "test.h"
 #include "test_engine_util.h"
 
@@ -126,74 +125,6 @@ static int valid(json_t *root, json_t *s, json_t *v, char *why, size_t cap) {
     return 1;
 }
 
-/* ---- the server ---- */
-
-typedef struct server {
-    xi_engine *eng;
-    xi_server *srv;
-    int port;
-} server;
-
-static int start(server *s, const char *model) {
-    static const char *const names[] = {"tiny"};
-    char err[512];
-    xi_engine_params p;
-    xi_engine_params_default(&p);
-    p.model_dir = xi_test_data(model);
-    p.kv_cache_memory_bytes = 16 << 20;
-    p.n_threads = 1;
-    s->eng = xi_engine_open(&p, err, sizeof err);
-    if (!s->eng || xi_engine_start(s->eng, err, sizeof err)) return fprintf(stderr, "    %s\n", err), -1;
-    const int fd = xi_server_listen("127.0.0.1", 0, NULL, &s->port, err, sizeof err);
-    xi_server_config cfg = {.served_names = names, .n_served_names = 1, .model_path = "/none", .max_body_bytes = 1 << 20};
-    s->srv = fd < 0 ? NULL : xi_server_start(&cfg, fd, err, sizeof err);
-    if (!s->srv || xi_server_set_engine(s->srv, s->eng, err, sizeof err)) return fprintf(stderr, "    %s\n", err), -1;
-    return 0;
-}
-
-static void stop(server *s) {
-    if (s->srv) xi_server_stop(s->srv);
-    if (s->eng) xi_engine_close(s->eng);
-    if (s->srv) xi_server_free(s->srv);
-}
-
-typedef struct body {
-    char *p;
-    size_t n;
-} body;
-
-static size_t on_data(char *d, size_t size, size_t n, void *user) {
-    body *b = user;
-    char *q = realloc(b->p, b->n + size * n + 1);
-    if (!q) return 0;
-    memcpy(q + b->n, d, size * n);
-    b->p = q;
-    b->n += size * n;
-    b->p[b->n] = 0;
-    return size * n;
-}
-
-/* POST json to path; the status, the body in *out (heap) */
-static long post(const server *s, const char *path, const char *json, char **out) {
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
-    CURL *c = curl_easy_init();
-    body b = {0};
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
-    long status = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    *out = b.p ? b.p : strdup("");
-    return status;
-}
-
 /* The answer of one choice: the message's content (chat) or text, joined over the chunks when
  * streamed; finish_reason and tool_calls (as JSON text) too. */
 typedef struct answer {
@@ -219,7 +150,7 @@ static int ask(const server *s, int chat, const char *fields, int stream, answer
              chat ? "\"messages\": [{\"role\": \"user\", \"content\": \"Describe someone.\"}]" : "\"prompt\": \"Q:\"",
              fields, stream ? "true" : "false");
     char *out;
-    const long st = post(s, chat ? "/v1/chat/completions" : "/v1/completions", req, &out);
+    const long st = ts_post(s, chat ? "/v1/chat/completions" : "/v1/completions", req, &out);
     int ok = st == 200;
     if (!ok) snprintf(why, cap, "HTTP %ld: %.300s", st, out);
     else if (!stream) {
@@ -277,7 +208,7 @@ static int schema_holds(const server *s, const char *field_fmt, const char *sche
 
 TEST(test_structured_json_schema_answers_satisfy_the_schema) {
     server s = {0};
-    CHECK(start(&s, "models/qwen2-tiny-random") == 0);
+    CHECK(ts_start(&s, "models/qwen2-tiny-random", NULL) == 0);
     char why[1024] = "";
     const char *rf = "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"p\", \"strict\": true, \"schema\": %s}}, \"max_tokens\": 400";
     CHECKF(schema_holds(&s, rf, PERSON, why, sizeof why), "response_format: %s", why);
@@ -289,12 +220,12 @@ TEST(test_structured_json_schema_answers_satisfy_the_schema) {
            "guided_json: %s", why);
     CHECKF(schema_holds(&s, "\"structured_outputs\": {\"json\": %s}, \"max_tokens\": 400", PERSON, why, sizeof why),
            "structured_outputs.json: %s", why);
-    stop(&s);
+    ts_stop(&s);
 }
 
 TEST(test_structured_regex_choice_grammar_and_json_object) {
     server s = {0};
-    CHECK(start(&s, "models/qwen2-tiny-random") == 0);
+    CHECK(ts_start(&s, "models/qwen2-tiny-random", NULL) == 0);
     char why[1024] = "";
     for (int k = 0; k < 4; k++) {
         const int chat = k < 2, stream = k & 1;
@@ -321,7 +252,7 @@ TEST(test_structured_regex_choice_grammar_and_json_object) {
         CHECKF(json_is_object(v), "json_object: '%s' (%s)", a.text, a.finish);
         json_decref(v);
     }
-    stop(&s);
+    ts_stop(&s);
 }
 
 #define TOOLS "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": " \
@@ -331,7 +262,7 @@ TEST(test_structured_regex_choice_grammar_and_json_object) {
 
 TEST(test_structured_tool_choice_required_and_named_give_valid_calls) {
     server s = {0};
-    CHECK(start(&s, "models/qwen2-tiny-random") == 0);
+    CHECK(ts_start(&s, "models/qwen2-tiny-random", NULL) == 0);
     char why[1024] = "";
     json_t *params = json_loads("{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 6}, "
                                 "\"unit\": {\"enum\": [\"c\", \"f\"]}}, \"required\": [\"city\", \"unit\"], \"additionalProperties\": false}", 0, NULL);
@@ -364,12 +295,12 @@ TEST(test_structured_tool_choice_required_and_named_give_valid_calls) {
         json_decref(a.calls);
     }
     json_decref(params);
-    stop(&s);
+    ts_stop(&s);
 }
 
 TEST(test_structured_bad_requests_are_400s_naming_the_field) {
     server s = {0};
-    CHECK(start(&s, "models/qwen2-tiny-random") == 0);
+    CHECK(ts_start(&s, "models/qwen2-tiny-random", NULL) == 0);
     static const char *const bad[][3] = {
         {"\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"string\", \"not\": {}}}}",
          "response_format", "unsupported keyword 'not'"},
@@ -386,7 +317,7 @@ TEST(test_structured_bad_requests_are_400s_naming_the_field) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char req[2048], *out;
         snprintf(req, sizeof req, "{\"prompt\": \"x\", %s}", bad[i][0]);
-        const long st = post(&s, "/v1/completions", req, &out);
+        const long st = ts_post(&s, "/v1/completions", req, &out);
         json_t *j = json_loads(out, 0, NULL), *e = json_object_get(j, "error");
         const char *param = json_string_value(json_object_get(e, "param"));
         const char *msg = json_string_value(json_object_get(e, "message"));
@@ -396,9 +327,9 @@ TEST(test_structured_bad_requests_are_400s_naming_the_field) {
     }
     /* and the server still answers */
     char *out;
-    CHECK_EQ(post(&s, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 2}", &out), 200);
+    CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 2}", &out), 200);
     free(out);
-    stop(&s);
+    ts_stop(&s);
 }
 
 /* The mask depends on the sequence's own text only: a guided answer is the same whether its

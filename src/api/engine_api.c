@@ -373,6 +373,8 @@ static void snapshot(xi_engine *e) {
     s->prompt_tokens_total = c->prompt_tokens_total;
     s->generation_tokens_total = c->generation_tokens_total;
     s->steps = c->steps;
+    memcpy(s->iteration_tokens, c->iter_tokens, sizeof s->iteration_tokens);
+    s->iteration_tokens_sum = c->iter_tokens_sum;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -681,6 +683,8 @@ int xi_engine_tokenize_limit(const xi_engine *e, const char *text, int add_speci
     return xi_tokenizer_encode_limit(e->tok, text, strlen(text), add_special_tokens, 1, max_ids, ids,
                                      err, errlen);
 }
+
+const char *xi_engine_token_str(const xi_engine *e, int32_t id) { return xi_tokenizer_token(e->tok, id); }
 
 char *xi_engine_detokenize(const xi_engine *e, const int32_t *ids, int n, int skip_special,
                            char *err, size_t errlen) {

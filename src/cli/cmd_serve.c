@@ -15,6 +15,7 @@
 #include "hub/hub.h"
 #include "server/embeddings.h"
 #include "server/serve_args.h"
+#include "server/tokenizer_info.h"
 #include "server/server.h"
 
 static const char *env_get(const char *name) { return getenv(name); }
@@ -169,6 +170,17 @@ int cmd_serve(int argc, char **argv) {
         .timeout_request_read = a.timeout_request_read,
         .max_seqs_per_request = a.max_seqs_per_request,
         .max_parse_bytes = a.max_parse_bytes,
+        .allowed_origins = a.allowed_origins,
+        .allowed_methods = a.allowed_methods,
+        .allowed_headers = a.allowed_headers,
+        .allow_credentials = a.allow_credentials,
+        .request_id_headers = a.request_id_headers,
+        .force_include_usage = a.force_include_usage,
+        .server_load_tracking = a.server_load_tracking,
+        .show_hidden_metrics = a.show_hidden_metrics != NULL,
+        .tokenizer_info = a.tokenizer_info,
+        .fingerprint_mode = a.fingerprint_mode,
+        .fingerprint_value = a.fingerprint_value,
     };
     xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
     if (!srv) {
@@ -189,6 +201,7 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     a.engine.model_dir = model_dir;
+    xi_server_set_model_dir(srv, model_dir);
     const int pooling = xi_pooling_resolve(a.runner, model_dir, err, sizeof err);
     if (pooling < 0) {
         fprintf(stderr, "xinfer serve: %s\n", err);

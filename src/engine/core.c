@@ -6,6 +6,9 @@
 
 #include "base/base.h"
 
+const int xi_iteration_token_bounds[XI_N_ITERATION_TOKEN_BOUNDS] = {1, 8, 16, 32, 64, 128, 256, 512, 1024,
+                                                                    2048, 4096, 8192, 16384};
+
 /* ---- groups ---------------------------------------------------------------------------- */
 
 static void *dup_array(const void *src, size_t n, size_t size) {
@@ -24,7 +27,9 @@ xi_group *xi_group_new(const xi_request_params *p, const int32_t *prompt, int n_
     g->bias = dup_array(p->logit_bias, (size_t)p->n_logit_bias, sizeof *p->logit_bias);
     g->stop_ids = dup_array(p->stop_token_ids, (size_t)p->n_stop_token_ids, sizeof(int32_t));
     g->n_stop_ids = p->n_stop_token_ids;
-    int ok = g->prompt && (!p->n_logit_bias || g->bias) && (!p->n_stop_token_ids || g->stop_ids);
+    g->allowed = dup_array(p->allowed_token_ids, (size_t)p->n_allowed_token_ids, sizeof(int32_t));
+    int ok = g->prompt && (!p->n_logit_bias || g->bias) && (!p->n_stop_token_ids || g->stop_ids) &&
+             (!p->n_allowed_token_ids || g->allowed);
     xi_sampling_default(&g->sampling);
     g->sampling.temperature = p->temperature;
     g->sampling.top_p = p->top_p;
@@ -35,6 +40,8 @@ xi_group *xi_group_new(const xi_request_params *p, const int32_t *prompt, int n_
     g->sampling.frequency_penalty = p->frequency_penalty;
     g->sampling.bias = g->bias;
     g->sampling.n_bias = p->n_logit_bias;
+    g->sampling.allowed = g->allowed;
+    g->sampling.n_allowed = p->n_allowed_token_ids > 0 ? p->n_allowed_token_ids : 0;
     g->sampling.min_tokens = p->min_tokens;
     g->seed = p->seed;
     g->eos_token_id = -1;
@@ -105,6 +112,7 @@ void xi_group_free(xi_group *g) {
     }
     free(g->prompt);
     free(g->bias);
+    free(g->allowed);
     free(g->stop_ids);
     free(g->end_ids);
     for (int i = 0; i < g->n_stop; i++) free(g->stop[i]);
@@ -574,6 +582,10 @@ int xi_core_step(xi_core *c, char *err, size_t errlen) {
         return c->n_live;
     }
     c->steps++;
+    int bucket = 0;
+    while (bucket < XI_N_ITERATION_TOKEN_BOUNDS && o->total_tokens > xi_iteration_token_bounds[bucket]) bucket++;
+    c->iter_tokens[bucket]++;
+    c->iter_tokens_sum += o->total_tokens;
     xi_batch b;
     int rc = build_batch(c, &b);
     double t2 = xi_now();
@@ -627,7 +639,7 @@ int xi_core_step(xi_core *c, char *err, size_t errlen) {
         if (s->grp->grammar) xi_guide_advance(&c->guide, s->grp->grammar, &s->gs, c->sampled[i]);
         if (s->t_first_token == 0) {
             s->t_first_token = now;
-            if (s->index == 0) c->prompt_tokens_total += s->grp->n_prompt;
+            c->prompt_tokens_total += s->grp->n_prompt; /* per sample, as vLLM's n child requests */
         }
         s->t_last_token = now;
         c->generation_tokens_total++;

@@ -64,6 +64,7 @@ struct xi_group {
     xi_seq *seqs;           /* [n] owned, built by xi_core_add */
     xi_sampling sampling;   /* bias and stop ids point into the arrays below */
     xi_logit_bias *bias;    /* [n_bias] owned */
+    int32_t *allowed;       /* [sampling.n_allowed] owned (allowed_token_ids) */
     int32_t *stop_ids;      /* [n_stop_ids] stop token ids + extra EOS ids, owned */
     int n_stop_ids;
     int64_t seed;           /* < 0: drawn from the engine RNG */
@@ -137,6 +138,7 @@ typedef struct xi_core {
     float *hidden;          /* [max_num_seqs, hidden_size] */
     /* counters */
     int64_t prompt_tokens_total, generation_tokens_total, steps;
+    int64_t iter_tokens[XI_N_ITERATION_TOKEN_BOUNDS + 1], iter_tokens_sum; /* see xi_engine_stats */
     /* seconds spent per stage over all steps: scheduler + block manager (schedule and
      * update), flattening the batch, the forward, sampling + logprobs, detokenize + outputs */
     double t_sched, t_batch, t_forward, t_sample, t_output;

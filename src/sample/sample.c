@@ -42,6 +42,11 @@ double xi_rng_uniform(xi_rng *r) { return (double)(xi_rng_next(r) >> 11) * 0x1.0
 
 /* ==== parameters and per-request state ================================================== */
 
+static int cmp_i32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
 void xi_sampling_default(xi_sampling *s) {
     memset(s, 0, sizeof *s);
     s->temperature = 1.0f;
@@ -60,6 +65,7 @@ struct xi_sampler {
     xi_sampling p;              /* bias and stop_ids point at the copies below */
     xi_logit_bias *bias;        /* [n_bias] owned */
     int32_t *stop_ids;          /* [n_stop_ids] owned */
+    int32_t *allowed;           /* [n_allowed] owned, ascending, no repeats */
     int vocab;
     int n_generated;
     xi_rng rng;
@@ -141,6 +147,10 @@ xi_sampler *xi_sampler_new(const xi_sampling *p, const int32_t *prompt, int n_pr
             return xi_errf(err, errlen, "logit_bias: token %d has a non-finite bias",
                            p->bias[i].token), NULL;
     }
+    if (p->n_allowed < 0) return xi_errf(err, errlen, "allowed_token_ids: negative length"), NULL;
+    for (int i = 0; i < p->n_allowed; i++)
+        if (p->allowed[i] < 0 || p->allowed[i] >= vocab)
+            return xi_errf(err, errlen, "allowed_token_ids: token %d out of range [0, %d)", p->allowed[i], vocab), NULL;
     for (int i = 0; i < p->n_stop_ids; i++)
         if (p->stop_ids[i] < 0 || p->stop_ids[i] >= vocab)
             return xi_errf(err, errlen, "stop_token_ids: token %d out of range [0, %d)",
@@ -162,6 +172,16 @@ xi_sampler *xi_sampler_new(const xi_sampling *p, const int32_t *prompt, int n_pr
     if (p->n_stop_ids) memcpy(s->stop_ids, p->stop_ids, (size_t)p->n_stop_ids * sizeof(int32_t));
     s->p.bias = s->bias;
     s->p.stop_ids = s->stop_ids;
+    if (p->n_allowed) {
+        if (!(s->allowed = malloc((size_t)p->n_allowed * sizeof *s->allowed))) goto oom;
+        memcpy(s->allowed, p->allowed, (size_t)p->n_allowed * sizeof *s->allowed);
+        qsort(s->allowed, (size_t)p->n_allowed, sizeof *s->allowed, cmp_i32);
+        int n = 0;
+        for (int i = 0; i < p->n_allowed; i++)
+            if (!n || s->allowed[n - 1] != s->allowed[i]) s->allowed[n++] = s->allowed[i];
+        s->p.allowed = s->allowed;
+        s->p.n_allowed = n;
+    }
     /* Only the repetition penalty reads the prompt set; skip it otherwise. */
     if (p->repetition_penalty != 1.0f) {
         for (int i = 0; i < n_prompt; i++) {
@@ -181,6 +201,7 @@ void xi_sampler_free(xi_sampler *s) {
     free(s->slots);
     free(s->seen);
     free(s->stop_ids);
+    free(s->allowed);
     free(s->bias);
     free(s);
 }
@@ -207,6 +228,11 @@ void xi_sampler_apply_penalties(const xi_sampler *s, float *row, int vocab) {
     const xi_sampling *p = &s->p;
     /* vLLM v1 runs min_tokens and logit_bias (its non-argmax-invariant processors) before
      * the penalties, so a penalty scales a biased logit. */
+    /* allowed_token_ids: every other token is out (one pass over the ascending list) */
+    for (int i = 0, k = 0; p->n_allowed && i < vocab; i++) {
+        if (k < p->n_allowed && p->allowed[k] == i) k++;
+        else row[i] = -INFINITY;
+    }
     if (s->n_generated < p->min_tokens)
         for (int i = 0; i < p->n_stop_ids; i++)
             if (p->stop_ids[i] < vocab) row[p->stop_ids[i]] = -INFINITY;

@@ -60,6 +60,8 @@ typedef struct xi_sampling {
     float frequency_penalty;    /* 0 = off */
     const xi_logit_bias *bias;  /* [n_bias], copied by xi_sampler_new */
     int n_bias;
+    const int32_t *allowed;     /* [n_allowed] the only tokens that may be drawn (0: any), copied */
+    int n_allowed;
     int min_tokens;             /* stop ids are masked until this many tokens were accepted */
     const int32_t *stop_ids;    /* [n_stop_ids] EOS and stop token ids, copied */
     int n_stop_ids;

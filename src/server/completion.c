@@ -19,13 +19,16 @@
 #include <time.h>
 
 #include "server/server_internal.h"
+#include "server/cors.h"
 #include "server/reasoning.h"
+#include "server/responses.h"
 #include "server/structured.h"
 #include "server/tool_parse.h"
 
 typedef struct lp_copy {
     int32_t token;
     float logprob;
+    int rank;
     int n_top;
     xi_top_logprob *top;             /* [n_top] owned */
 } lp_copy;
@@ -37,6 +40,8 @@ typedef struct job_event {
     size_t text_len;
     int n_ids;
     lp_copy *lps;                    /* [n_ids] owned, or NULL */
+    int32_t *new_ids;                /* [n_new] the tokens themselves (return_token_ids), owned */
+    int n_new;
     lp_copy *plps;                   /* [n_plps] prompt logprobs, owned, or NULL */
     int n_plps;
     xi_finish_reason finish;
@@ -53,6 +58,7 @@ typedef struct job_sub {
     int32_t *ids;                    /* [n_prompt] owned */
     char *echo_text;                 /* prompt text for echo, owned */
     int unfinished;                  /* samples still running (job mutex) */
+    int max_gen;                     /* most tokens a finished sample generated (job mutex) */
     int cached;                      /* prompt tokens served from the prefix cache */
     lp_copy *plps;                   /* [n_plps] first prompt logprobs seen, owned */
     int n_plps;
@@ -68,6 +74,8 @@ typedef struct job_choice {
     int started;                     /* echo and first chunk written */
     size_t sent;                     /* streaming, parsed: bytes of the content part sent */
     size_t r_sent;                   /* streaming, parsed: end of the reasoning sent (in text) */
+    json_t *token_ids;               /* return_token_ids: the output's ids so far, or NULL */
+    size_t ids_sent;                 /* streaming: of token_ids, those already in a chunk */
     xi_finish_reason finish;
     char *stop_reason;
     int32_t stop_token;
@@ -102,6 +110,7 @@ struct xi_job {
     int deferred;                    /* the first wait of a plain answer did not suspend */
     int tools;                       /* parse tool calls out of each choice's text */
     const char *reasoning;           /* the reasoning parser for this job's choices, or NULL */
+    xi_resp *resp;                   /* /v1/responses: its answer's state, owned; or NULL */
 };
 
 static double mono_now(void) {
@@ -125,6 +134,7 @@ static void lp_free(lp_copy *l, int n) {
 
 static void event_free(job_event *ev) {
     free(ev->text);
+    free(ev->new_ids);
     lp_free(ev->lps, ev->n_ids);
     lp_free(ev->plps, ev->n_plps);
     free(ev->stop_reason);
@@ -153,10 +163,12 @@ static void job_free(xi_job *j) {
         free(j->choices[i].text);
         free(j->choices[i].stop_reason);
         json_decref(j->choices[i].lp);
+        json_decref(j->choices[i].token_ids);
     }
     free(j->subs);
     free(j->choices);
     free(j->out);
+    xi_resp_free(j->resp);
     xi_oai_request_free(&j->req);
     pthread_mutex_destroy(&j->mu);
     free(j);
@@ -226,6 +238,7 @@ static lp_copy *lp_dup(const xi_token_logprob *src, int n) {
     for (int i = 0; i < n; i++) {
         d[i].token = src[i].token;
         d[i].logprob = src[i].logprob;
+        d[i].rank = src[i].rank;
         if (src[i].n_top > 0 && src[i].top) {
             d[i].top = malloc((size_t)src[i].n_top * sizeof *d[i].top);
             if (d[i].top) {
@@ -248,6 +261,7 @@ static void observe_finish(xi_server *s, const xi_output *o) {
         .decode = o->decode_time,
         .prompt_tokens = o->prompt_tokens,
         .generation_tokens = o->generated_tokens,
+        .prefilled = o->generated_tokens > 0,
     };
     xi_metrics_observe(s->metrics, &m);
 }
@@ -274,6 +288,10 @@ static void on_output(void *user, const xi_output *o) {
             (ev->plps = lp_dup(o->prompt_logprobs, o->n_prompt_logprobs)))
             ev->n_plps = o->n_prompt_logprobs;
         if (o->stop_reason) ev->stop_reason = strdup(o->stop_reason);
+        if (j->req.return_token_ids && o->n_new > 0 && (ev->new_ids = malloc((size_t)o->n_new * sizeof *ev->new_ids))) {
+            memcpy(ev->new_ids, o->new_ids, (size_t)o->n_new * sizeof *ev->new_ids);
+            ev->n_new = o->n_new;
+        }
     }
     /* inter-token latency: the time since this sample's previous tokens, per new token */
     job_choice *c = &j->choices[choice];
@@ -291,6 +309,8 @@ static void on_output(void *user, const xi_output *o) {
     }
     int left = j->refs;
     if (o->finish_reason != XI_FINISH_NONE) {
+        if (o->generated_tokens > sub->max_gen) sub->max_gen = o->generated_tokens;
+        if (sub->unfinished == 1 && j->s->metrics) xi_metrics_observe_max_gen(j->s->metrics, sub->max_gen);
         sub->unfinished--;
         j->n_unfinished--;
         left = --j->refs;
@@ -308,6 +328,10 @@ static void on_output(void *user, const xi_output *o) {
 
 static int out_append(xi_job *j, const char *data, size_t n) {
     return xi_srv_append(&j->out, &j->out_len, &j->out_cap, data, n);
+}
+
+static xi_resp_sink resp_sink(xi_job *j) {
+    return (xi_resp_sink){&j->out, &j->out_len, &j->out_cap};
 }
 
 static void sse_send(xi_job *j, json_t *o) {
@@ -397,6 +421,10 @@ static void completion_lp_add(xi_job *j, json_t *lp, size_t *offset, int32_t *pr
                 free(key);
                 free(tt);
             }
+            /* the sampled token is always among them, as in vLLM (logprobs 0: only it) */
+            char *key = xi_srv_utf8_clean(t, strlen(t), NULL);
+            if (key) json_object_set_new(d, key, lp_value(l[i].logprob));
+            free(key);
             json_array_append_new(top, d);
         }
         free(t);
@@ -408,11 +436,14 @@ static json_t *completion_lp_new(void) {
     return json_pack("{s:[], s:[], s:[], s:[]}", "text_offset", "token_logprobs", "tokens", "top_logprobs");
 }
 
+static json_t *usage_json(xi_job *j);
+
 static json_t *chunk_new(xi_job *j, json_t *choices) {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", j->id, "object",
                           j->req.chat ? "chat.completion.chunk" : "text_completion", "created",
                           (json_int_t)j->created, "model", j->s->cfg.served_names[0], "choices", choices);
-    if (j->req.include_usage) json_object_set_new(o, "usage", json_null());
+    if (j->req.include_usage) json_object_set_new(o, "usage", j->req.continuous_usage ? usage_json(j) : json_null());
+    json_object_set_new(o, "system_fingerprint", j->s->fingerprint[0] ? json_string(j->s->fingerprint) : json_null());
     return o;
 }
 
@@ -478,6 +509,38 @@ static int calls_finish(const xi_job *j, const json_t *calls) {
     return calls && j->req.tool_choice != XI_TOOL_CHOICE_NAMED;
 }
 
+/* vLLM's prompt_logprobs: null for the first token, then per token {"id": {logprob, rank,
+ * decoded_token}} for the prompt's token and its top k. */
+static json_t *prompt_lp_json(xi_job *j, const job_sub *sub) {
+    json_t *a = json_array();
+    for (int i = 0; i < sub->n_plps; i++) {
+        const lp_copy *l = &sub->plps[i];
+        if (i == 0) {
+            json_array_append_new(a, json_null());
+            continue;
+        }
+        json_t *d = json_object();
+        for (int k = -1; k < l->n_top && k < j->req.prompt_logprobs; k++) {
+            const int32_t id = k < 0 ? l->token : l->top[k].token;
+            char key[16], err[64], *t = xi_engine_detokenize(j->eng, &id, 1, 0, err, sizeof err);
+            snprintf(key, sizeof key, "%d", id);
+            if (k < 0 || !json_object_get(d, key))
+                json_object_set_new(d, key, json_pack("{s:o, s:i, s:o}", "logprob", lp_value(k < 0 ? l->logprob : l->top[k].logprob),
+                                                      "rank", k < 0 ? l->rank : k + 1, "decoded_token",
+                                                      xi_srv_json_text(t ? t : "", t ? strlen(t) : 0)));
+            free(t);
+        }
+        json_array_append_new(a, d);
+    }
+    return a;
+}
+
+static json_t *prompt_ids_json(const job_sub *sub) {
+    json_t *a = json_array();
+    for (int i = 0; i < sub->n_prompt; i++) json_array_append_new(a, json_integer(sub->ids[i]));
+    return a;
+}
+
 /* Apply one event to its choice; when streaming, write its chunk. */
 static void consume(xi_job *j, job_event *ev) {
     job_choice *c = &j->choices[ev->choice];
@@ -497,6 +560,10 @@ static void consume(xi_job *j, job_event *ev) {
         ev->stop_reason = NULL;
     }
     if (ev->generated > c->generated) c->generated = ev->generated;
+    if (j->req.return_token_ids) {
+        if (!c->token_ids) c->token_ids = json_array();
+        for (int i = 0; i < ev->n_new; i++) json_array_append_new(c->token_ids, json_integer(ev->new_ids[i]));
+    }
     int want_lp = j->req.logprobs >= 0;
 
     /* echo: the prompt (and its logprobs) precede the first output of a completion */
@@ -546,7 +613,7 @@ static void consume(xi_job *j, job_event *ev) {
     const char *dtext = ev->text, *rtext = NULL;
     size_t dlen = ev->text_len, rlen = 0;
     json_t *calls = NULL;
-    if (j->tools || j->reasoning) {
+    if (j->tools || j->reasoning || j->resp) {
         const int final = ev->finish != XI_FINISH_NONE;
         text_append(c, ev->text ? ev->text : "", ev->text_len);
         const char *t = c->text ? c->text : "";
@@ -564,6 +631,12 @@ static void consume(xi_job *j, job_event *ev) {
             dlen = c->text_len - cb - c->sent;
             c->sent += dlen;
         }
+    }
+    if (j->resp) {
+        xi_resp_add(j->resp, rtext, rlen, dtext, dlen, calls, resp_sink(j));
+        json_decref(calls);
+        json_decref(lp);
+        return;
     }
     int has_text = dlen > 0 || prefix;
     if (!has_text && !rlen && ev->finish == XI_FINISH_NONE && !ev->n_ids) {
@@ -595,17 +668,36 @@ static void consume(xi_job *j, job_event *ev) {
         free(t);
     }
     if (ev->finish != XI_FINISH_NONE) json_object_set_new(ch, "stop_reason", stop_reason_json(c));
+    if (c->token_ids) { /* the ids not sent yet: a chunk may have been held back */
+        json_t *ids = json_array();
+        if (!c->ids_sent) json_object_set_new(ch, "prompt_token_ids", prompt_ids_json(sub));
+        for (; c->ids_sent < json_array_size(c->token_ids); c->ids_sent++)
+            json_array_append(ids, json_array_get(c->token_ids, c->ids_sent));
+        json_object_set_new(ch, "token_ids", ids);
+    }
     json_decref(lp);
     sse_send(j, chunk_new(j, json_pack("[o]", ch)));
 }
 
-static json_t *usage_json(xi_job *j) {
-    int prompt = 0, cached = 0, gen = 0;
+static void usage_counts(const xi_job *j, int *prompt, int *cached, int *gen) {
+    *prompt = *cached = *gen = 0;
     for (int i = 0; i < j->n_subs; i++) {
-        prompt += j->subs[i].n_prompt;
-        cached += j->subs[i].cached;
+        *prompt += j->subs[i].n_prompt;
+        *cached += j->subs[i].cached;
     }
-    for (int i = 0; i < j->n_choices; i++) gen += j->choices[i].generated;
+    for (int i = 0; i < j->n_choices; i++) *gen += j->choices[i].generated;
+}
+
+/* The Responses API's end: its object, streamed (response.completed) or not. */
+static json_t *resp_end(xi_job *j, xi_resp_sink out) {
+    int prompt, cached, gen;
+    usage_counts(j, &prompt, &cached, &gen);
+    return xi_resp_end(j->resp, j->choices[0].finish == XI_FINISH_LENGTH, prompt, cached, gen, out);
+}
+
+static json_t *usage_json(xi_job *j) {
+    int prompt, cached, gen;
+    usage_counts(j, &prompt, &cached, &gen);
     return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", prompt, "completion_tokens", gen,
                      "total_tokens", prompt + gen, "prompt_tokens_details", "cached_tokens", cached);
 }
@@ -667,13 +759,17 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             xi_job_abort(j);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        if (done) {
+        if (done && j->resp) {
+            json_decref(resp_end(j, resp_sink(j)));
+        } else if (done) {
             if (j->req.include_usage) {
                 json_t *o = chunk_new(j, json_array());
                 json_object_set_new(o, "usage", usage_json(j));
                 sse_send(j, o);
             }
             out_append(j, "data: [DONE]\n\n", 14);
+        }
+        if (done) {
             j->ended = 1;
             if (j->s->cfg.log_requests) xi_srv_log("Finished request %s", j->id);
         }
@@ -709,6 +805,10 @@ enum MHD_Result xi_job_resume(xi_job *j) {
         }
     }
     if (j->s->cfg.log_requests) xi_srv_log("Finished request %s", j->id);
+    if (j->resp) {
+        const xi_resp_sink none = {0};
+        xi_resp_begin(j->resp, j->id, j->created, j->s->cfg.served_names[0], none);
+    }
     return answer_body(j);
 }
 
@@ -747,7 +847,17 @@ static enum MHD_Result answer_body(xi_job *j) {
                                 sp.has_reasoning ? xi_srv_json_text(all + sp.r_begin, sp.r_end - sp.r_begin)
                                                  : json_null());
         json_object_set_new(ch, "stop_reason", stop_reason_json(c));
+        if (j->req.prompt_logprobs >= 0 && !j->req.chat)
+            json_object_set_new(ch, "prompt_logprobs", prompt_lp_json(j, &j->subs[i / j->req.n]));
+        if (j->req.return_token_ids) {
+            json_object_set_new(ch, "token_ids", c->token_ids ? json_incref(c->token_ids) : json_array());
+            if (!j->req.chat) json_object_set_new(ch, "prompt_token_ids", prompt_ids_json(&j->subs[i / j->req.n]));
+        }
         json_array_append_new(choices, ch);
+        if (j->resp && !worst) { /* one choice: the Responses API has no n */
+            const xi_resp_sink none = {0};
+            xi_resp_add(j->resp, all + sp.r_begin, sp.r_end - sp.r_begin, ctext, content_len, calls, none);
+        }
     }
     if (worst) {
         json_decref(choices);
@@ -755,10 +865,21 @@ static enum MHD_Result answer_body(xi_job *j) {
         xi_oai_fail(&e, 500, NULL, "the engine failed on this request");
         return xi_srv_respond_error(j->conn, &e);
     }
+    if (j->resp) {
+        json_decref(choices);
+        const xi_resp_sink none = {0};
+        json_t *o = resp_end(j, none);
+        char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        return xi_srv_respond(j->conn, MHD_HTTP_OK, "application/json", s);
+    }
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", j->id, "object",
                           j->req.chat ? "chat.completion" : "text_completion", "created",
                           (json_int_t)j->created, "model", j->s->cfg.served_names[0], "choices",
                           choices, "usage", usage_json(j));
+    if (j->req.return_token_ids && j->req.chat) json_object_set_new(o, "prompt_token_ids", prompt_ids_json(&j->subs[0]));
+    json_object_set_new(o, "system_fingerprint", j->s->fingerprint[0] ? json_string(j->s->fingerprint) : json_null());
+    if (j->req.prompt_logprobs >= 0 && j->req.chat) json_object_set_new(o, "prompt_logprobs", prompt_lp_json(j, &j->subs[0]));
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return xi_srv_respond(j->conn, MHD_HTTP_OK, "application/json", s);
@@ -862,8 +983,12 @@ static int submit_all(xi_job *j, xi_oai_error *e) {
         char err[512] = "";
         int64_t id = xi_engine_submit(j->eng, &p, on_output, sub, err, sizeof err);
         pthread_mutex_lock(&j->mu);
-        if (id >= 0) sub->id = id;
-        else {
+        if (id >= 0) {
+            sub->id = id;
+            if (j->s->metrics)
+                xi_metrics_observe_params(j->s->metrics, j->req.n, j->req.max_tokens > 0 ? j->req.max_tokens
+                                                                   : j->s->info.max_model_len - sub->n_prompt);
+        } else {
             j->refs -= j->req.n;
             j->n_unfinished -= j->req.n;
             sub->unfinished = 0;
@@ -888,9 +1013,10 @@ static int model_served(xi_server *s, const char *name) {
     return 0;
 }
 
-enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat, int http11,
+enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api, int http11,
                               const char *body, size_t len, xi_job **out) {
     *out = NULL;
+    const int chat = api != XI_API_COMPLETIONS;
     xi_oai_error e;
     xi_job *j = calloc(1, sizeof *j);
     if (!j) return MHD_NO;
@@ -901,7 +1027,9 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat, 
     j->http11 = http11;
     j->refs = 1; /* this handler; handed to the connection when streaming */
     j->created = (long)time(NULL);
-    xi_srv_new_id(s, chat ? "chatcmpl" : "cmpl", j->id);
+    const char *prefix = api == XI_API_RESPONSES ? "resp" : chat ? "chatcmpl" : "cmpl";
+    if (xi_http_client_request_id()) snprintf(j->id, sizeof j->id, "%s-%s", prefix, xi_http_client_request_id());
+    else xi_srv_new_id(s, prefix, j->id);
     pthread_mutex_lock(&s->mu);
     j->next = s->jobs;
     if (s->jobs) s->jobs->prev = j;
@@ -910,11 +1038,21 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat, 
     pthread_mutex_unlock(&s->mu);
 
     enum MHD_Result ret;
-    if (xi_oai_parse(&j->req, chat, body, len, &e)) goto fail;
+    char *chat_body = NULL; /* a Responses request rewritten for the chat endpoint */
+    if (api == XI_API_RESPONSES && !(j->resp = xi_resp_parse(body, len, &chat_body, &e))) goto fail;
+    int bad = xi_oai_parse(&j->req, chat, chat_body ? chat_body : body, chat_body ? strlen(chat_body) : len, &e);
+    free(chat_body);
+    if (bad) goto fail;
     if (!model_served(s, j->req.model)) {
         xi_oai_fail(&e, 404, "model", "The model `%s` does not exist.", j->req.model);
         goto fail;
     }
+    for (int i = 0; i < j->req.params.n_allowed_token_ids; i++)
+        if (j->req.params.allowed_token_ids[i] >= s->info.vocab_size) {
+            xi_oai_fail(&e, 400, "allowed_token_ids", "token id %d is outside the vocabulary (%d tokens)",
+                        j->req.params.allowed_token_ids[i], s->info.vocab_size);
+            goto fail;
+        }
     if (j->req.tool_choice == XI_TOOL_CHOICE_AUTO && !s->cfg.tool_parser) {
         xi_oai_fail(&e, 400, "tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and "
                     "--tool-call-parser to be set");
@@ -931,16 +1069,21 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat, 
     j->tools = chat && j->req.tools_json && j->req.tool_choice != XI_TOOL_CHOICE_NONE &&
                (s->cfg.tool_parser || j->req.tool_choice >= XI_TOOL_CHOICE_REQUIRED);
     j->reasoning = chat ? s->cfg.reasoning_parser : NULL;
+    if (j->req.stream && s->cfg.force_include_usage) j->req.include_usage = 1;
+    j->req.continuous_usage &= j->req.include_usage; /* vLLM: continuous stats need usage */
     if (prepare_prompts(j, &e) || submit_all(j, &e)) {
         xi_job_abort(j);
         goto fail;
     }
+    if (j->req.ignored[0]) /* vLLM's warning, so that a client's misspelt field is seen */
+        xi_srv_log("The following fields were present in request %s but ignored: %s", j->id, j->req.ignored);
     if (s->cfg.log_requests)
         xi_srv_log("Received request %s: %d prompt(s), prompt_tokens=%d, max_tokens=%d, n=%d, stream=%d",
                    j->id, j->n_subs, j->subs[0].n_prompt, j->req.max_tokens, j->req.n, j->req.stream);
 
     if (j->req.stream) {
-        if (chat)
+        if (j->resp) xi_resp_begin(j->resp, j->id, j->created, j->s->cfg.served_names[0], resp_sink(j));
+        else if (chat)
             for (int i = 0; i < j->n_choices; i++)
                 sse_send(j, chunk_new(j, json_pack("[{s:i, s:{s:s, s:s}, s:n, s:n}]", "index", i, "delta",
                                                    "role", "assistant", "content", "", "logprobs",
@@ -956,6 +1099,7 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat, 
         pthread_mutex_unlock(&j->mu);
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        xi_http_decorate(r);
         ret = MHD_queue_response(c, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
         *out = j; /* the handler's reference becomes the connection's */

@@ -80,7 +80,7 @@ static void on_output(void *user, const xi_output *o) {
         xi_metrics_sample m = {.finish = o->finish_reason, .ttft = -1,
                                .e2e = o->arrival_time > 0 ? wall_now() - o->arrival_time : -1,
                                .queue = o->queue_time, .prefill = o->prefill_time,
-                               .prompt_tokens = o->prompt_tokens};
+                               .prompt_tokens = o->prompt_tokens, .prefilled = o->finish_reason == XI_FINISH_STOP};
         xi_metrics_observe(j->s->metrics, &m);
     }
     pthread_mutex_lock(&j->mu);

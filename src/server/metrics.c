@@ -28,7 +28,11 @@ typedef struct histogram {
     uint64_t count;
 } histogram;
 
-enum { H_TTFT, H_ITL, H_E2E, H_QUEUE, H_PREFILL, H_DECODE, H_INFERENCE, H_PROMPT, H_GEN, H_COUNT };
+static const double n_bounds[] = {1, 2, 5, 10, 20};
+
+/* H_TPOT and H_MAX_GEN are hidden (deprecated) unless show_hidden */
+enum { H_TTFT, H_ITL, H_E2E, H_QUEUE, H_PREFILL, H_DECODE, H_INFERENCE, H_PROMPT, H_GEN, H_PARAMS_N,
+       H_PARAMS_MAX, H_TPOT, H_MAX_GEN, H_COUNT };
 enum { R_STOP, R_LENGTH, R_ABORT, R_COUNT };
 
 struct xi_metrics {
@@ -36,6 +40,8 @@ struct xi_metrics {
     char *label;                    /* model_name="..." with the name escaped, owned */
     histogram h[H_COUNT];
     uint64_t success[R_COUNT];
+    char cache_info[512];            /* cache_config_info's labels, "" before configure */
+    int show_hidden;
 };
 
 static void hist_init(histogram *h, const char *name, const char *help, const double *b, int n) {
@@ -96,6 +102,10 @@ xi_metrics *xi_metrics_new(const char *model_name, int max_model_len) {
     hist_init(&m->h[H_INFERENCE], "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", latency_bounds, nl);
     hist_init(&m->h[H_PROMPT], "vllm:request_prompt_tokens", "Number of prefill tokens processed.", tok, nt);
     hist_init(&m->h[H_GEN], "vllm:request_generation_tokens", "Number of generation tokens processed.", tok, nt);
+    hist_init(&m->h[H_PARAMS_N], "vllm:request_params_n", "Histogram of the n request parameter.", n_bounds, (int)(sizeof n_bounds / sizeof *n_bounds));
+    hist_init(&m->h[H_PARAMS_MAX], "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tok, nt);
+    hist_init(&m->h[H_TPOT], "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds. DEPRECATED: use vllm:inter_token_latency_seconds.", itl_bounds, (int)(sizeof itl_bounds / sizeof *itl_bounds));
+    hist_init(&m->h[H_MAX_GEN], "vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", tok, nt);
     return m;
 }
 
@@ -115,7 +125,7 @@ void xi_metrics_observe(xi_metrics *m, const xi_metrics_sample *s) {
     if (s->prefill >= 0) hist_observe(&m->h[H_PREFILL], s->prefill);
     if (s->decode >= 0) hist_observe(&m->h[H_DECODE], s->decode);
     if (s->prefill >= 0 && s->decode >= 0) hist_observe(&m->h[H_INFERENCE], s->prefill + s->decode);
-    hist_observe(&m->h[H_PROMPT], s->prompt_tokens);
+    if (s->prefilled) hist_observe(&m->h[H_PROMPT], s->prompt_tokens);
     hist_observe(&m->h[H_GEN], s->generation_tokens);
     pthread_mutex_unlock(&m->mu);
 }
@@ -123,6 +133,32 @@ void xi_metrics_observe(xi_metrics *m, const xi_metrics_sample *s) {
 void xi_metrics_observe_itl(xi_metrics *m, double seconds) {
     pthread_mutex_lock(&m->mu);
     hist_observe(&m->h[H_ITL], seconds);
+    hist_observe(&m->h[H_TPOT], seconds);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void xi_metrics_observe_params(xi_metrics *m, int n, int max_tokens) {
+    pthread_mutex_lock(&m->mu);
+    hist_observe(&m->h[H_PARAMS_N], n);
+    hist_observe(&m->h[H_PARAMS_MAX], max_tokens);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void xi_metrics_observe_max_gen(xi_metrics *m, int tokens) {
+    pthread_mutex_lock(&m->mu);
+    hist_observe(&m->h[H_MAX_GEN], tokens);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void xi_metrics_configure(xi_metrics *m, const xi_engine_info *info, int show_hidden) {
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->cache_info, sizeof m->cache_info,
+             /* vLLM's CPU backend counts its KV blocks (in host memory) as num_gpu_blocks */
+             "block_size=\"%d\",cache_dtype=\"%s\",enable_prefix_caching=\"%s\",num_cpu_blocks=\"None\","
+             "num_gpu_blocks=\"%d\",kv_cache_memory_bytes=\"%lld\"", info->block_size,
+             info->kv_cache_dtype ? info->kv_cache_dtype : "auto", info->enable_prefix_caching ? "True" : "False",
+             info->num_kv_blocks, (long long)info->kv_cache_bytes);
+    m->show_hidden = show_hidden;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -152,6 +188,12 @@ char *xi_metrics_render(xi_metrics *m, const xi_engine_stats *s) {
     gauge(f, L, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", (double)s->generation_tokens_total);
 
     pthread_mutex_lock(&m->mu);
+    if (m->cache_info[0]) {
+        head(f, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig.");
+        fprintf(f, "vllm:cache_config_info{%s,%s} 1\n", m->cache_info, L);
+    }
+    if (m->show_hidden)
+        gauge(f, L, "vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: use vllm:kv_cache_usage_perc.", s->kv_cache_usage);
     head(f, "vllm:request_success_total", "counter", "Count of successfully processed requests.");
     static const char *const reasons[R_COUNT] = {"stop", "length", "abort"};
     for (int r = 0; r < R_COUNT; r++)
@@ -159,6 +201,7 @@ char *xi_metrics_render(xi_metrics *m, const xi_engine_stats *s) {
                 (unsigned long long)m->success[r]);
     for (int i = 0; i < H_COUNT; i++) {
         const histogram *h = &m->h[i];
+        if ((i == H_TPOT || i == H_MAX_GEN) && !m->show_hidden) continue;
         head(f, h->name, "histogram", h->help);
         uint64_t cum = 0;
         for (int b = 0; b <= h->n_bounds; b++) {
@@ -172,6 +215,18 @@ char *xi_metrics_render(xi_metrics *m, const xi_engine_stats *s) {
                 (unsigned long long)h->count);
     }
     pthread_mutex_unlock(&m->mu);
+    /* counted by the engine, one observation per step */
+    head(f, "vllm:iteration_tokens_total", "histogram", "Histogram of number of tokens per engine_step.");
+    int64_t cum = 0;
+    for (int b = 0; b <= XI_N_ITERATION_TOKEN_BOUNDS; b++) {
+        cum += s->iteration_tokens[b];
+        if (b < XI_N_ITERATION_TOKEN_BOUNDS)
+            fprintf(f, "vllm:iteration_tokens_total_bucket{le=\"%d\",%s} %lld\n", xi_iteration_token_bounds[b], L, (long long)cum);
+        else
+            fprintf(f, "vllm:iteration_tokens_total_bucket{le=\"+Inf\",%s} %lld\n", L, (long long)cum);
+    }
+    fprintf(f, "vllm:iteration_tokens_total_sum{%s} %lld\nvllm:iteration_tokens_total_count{%s} %lld\n", L,
+            (long long)s->iteration_tokens_sum, L, (long long)cum);
     if (fclose(f)) {
         free(text);
         return NULL;

@@ -206,7 +206,6 @@ static int parse_messages(xi_oai_request *r, json_t *body, const char *key, char
     if (!m) return xi_oai_fail(e, 400, key, "'%s' is required", key);
     if (!json_is_array(m) || !json_array_size(m))
         return xi_oai_fail(e, 400, key, "'%s' must be a non-empty array", key);
-    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
     json_t *norm = json_array();
     size_t i;
     json_t *msg;
@@ -217,13 +216,11 @@ static int parse_messages(xi_oai_request *r, json_t *body, const char *key, char
             json_decref(norm);
             return xi_oai_fail(e, 400, key, "%s must be an object", param);
         }
+        /* any role reaches the template, as vLLM's custom message roles do */
         json_t *role = json_object_get(msg, "role");
-        int ok = 0;
-        for (size_t k = 0; json_is_string(role) && k < sizeof roles / sizeof roles[0]; k++)
-            ok |= !strcmp(json_string_value(role), roles[k]);
-        if (!ok) {
+        if (!json_is_string(role) || !json_string_length(role)) {
             json_decref(norm);
-            return xi_oai_fail(e, 400, key, "%s.role must be one of system, developer, user, assistant, tool", param);
+            return xi_oai_fail(e, 400, key, "%s.role must be a non-empty string", param);
         }
         json_t *copy = json_deep_copy(msg);
         /* a tool call comes back with its arguments as a JSON string; templates (Qwen's
@@ -450,6 +447,19 @@ static int parse_sampling(xi_oai_request *r, json_t *body, xi_oai_error *e) {
     if (r->cache_salt && !*r->cache_salt) return xi_oai_fail(e, 400, "cache_salt", "'cache_salt' must be non-empty");
     p->cache_salt = r->cache_salt;
     if (parse_stop(r, body, e) || parse_logit_bias(r, body, e)) return -1;
+    json_t *allowed = field(body, "allowed_token_ids");
+    if (allowed) { /* vLLM: only these tokens may be drawn */
+        xi_oai_prompt tmp = {0};
+        if (!json_is_array(allowed) || !json_array_size(allowed))
+            return xi_oai_fail(e, 400, "allowed_token_ids", "'allowed_token_ids' must be a non-empty array of token ids");
+        if (ids_from_array(allowed, "allowed_token_ids", &tmp, e)) {
+            free(tmp.ids);
+            return -1;
+        }
+        r->allowed_token_ids = tmp.ids;
+        r->params.allowed_token_ids = tmp.ids;
+        r->params.n_allowed_token_ids = tmp.n_ids;
+    }
 
     return xi_structured_parse(r, body, e);
 }
@@ -470,7 +480,36 @@ static int parse_logprobs(xi_oai_request *r, json_t *body, xi_oai_error *e) {
     r->params.logprobs = r->logprobs;
     /* echo with logprobs scores the prompt too */
     if (r->echo && r->logprobs >= 0) r->params.prompt_logprobs = r->logprobs;
+    r->prompt_logprobs = -1;
+    if ((rc = get_int(body, "prompt_logprobs", 0, MAX_LOGPROBS, &v, e)) < 0) return -1;
+    if (rc && r->stream) return xi_oai_fail(e, 400, "prompt_logprobs", "'prompt_logprobs' is not supported with \"stream\": true");
+    if (rc) r->prompt_logprobs = (int)v;
+    if (rc && v > r->params.prompt_logprobs) r->params.prompt_logprobs = (int)v;
     return 0;
+}
+
+/* The top-level fields a chat or completions body may have that this server reads (or, for
+ * `user`, takes as vLLM does without effect); others are named in r->ignored. */
+static void note_ignored(xi_oai_request *r, json_t *root) {
+    static const char *const known[] = {
+        "model", "messages", "prompt", "stream", "stream_options", "echo", "suffix", "temperature", "top_p",
+        "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "n",
+        "max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos", "stop", "stop_token_ids",
+        "include_stop_str_in_output", "skip_special_tokens", "logit_bias", "logprobs", "top_logprobs",
+        "add_special_tokens", "add_generation_prompt", "continue_final_message", "tools", "tool_choice",
+        "cache_salt", "return_token_ids", "prompt_logprobs", "allowed_token_ids", "response_format", "structured_outputs", "guided_json",
+        "guided_regex", "guided_choice", "guided_grammar", "user"};
+    const char *key;
+    json_t *v;
+    size_t n = 0;
+    json_object_foreach(root, key, v) {
+        size_t k = 0;
+        while (k < sizeof known / sizeof known[0] && strcmp(key, known[k])) k++;
+        if (k < sizeof known / sizeof known[0]) continue;
+        const int w = snprintf(r->ignored + n, sizeof r->ignored - n, "%s%s", n ? ", " : "", key);
+        if (w < 0 || (size_t)w >= sizeof r->ignored - n) break; /* the first names that fit */
+        n += (size_t)w;
+    }
 }
 
 int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_oai_error *e) {
@@ -485,6 +524,7 @@ int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_o
     json_t *root = parse_body(body, len, e);
     if (!root) return -1;
     int rc = -1, b;
+    note_ignored(r, root);
     if (get_string(root, "model", &r->model, e) < 0) goto out;
     if (get_bool(root, "stream", &r->stream, e) < 0) goto out;
     json_t *so = field(root, "stream_options");
@@ -501,8 +541,13 @@ int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_o
             snprintf(e->param, sizeof e->param, "stream_options.include_usage");
             goto out;
         }
+        if (get_bool(so, "continuous_usage_stats", &r->continuous_usage, e) < 0) {
+            snprintf(e->param, sizeof e->param, "stream_options.continuous_usage_stats");
+            goto out;
+        }
     }
     if (!chat && get_bool(root, "echo", &r->echo, e) < 0) goto out;
+    if (get_bool(root, "return_token_ids", &r->return_token_ids, e) < 0) goto out;
     if (!chat && field(root, "suffix")) { /* vLLM's answer too: no model here fills in the middle */
         xi_oai_fail(e, 400, "suffix", "suffix is not currently supported");
         goto out;
@@ -544,6 +589,7 @@ void xi_oai_request_free(xi_oai_request *r) {
     free(r->stop);
     free(r->stop_token_ids);
     free(r->logit_bias);
+    free(r->allowed_token_ids);
     free(r->cache_salt);
     free(r->guide_src);
     free(r->forced_tool);
@@ -560,6 +606,7 @@ int xi_oai_parse_tokenize(xi_oai_tokenize *t, const char *body, size_t len, xi_o
     if (!root) return -1;
     int rc = -1;
     if (get_string(root, "model", &t->model, e) < 0) goto out;
+    if (get_bool(root, "return_token_strs", &t->return_token_strs, e) < 0) goto out;
     if (field(root, "messages")) {
         xi_oai_request tmp = {0};
         if (parse_messages(&tmp, root, "messages", &t->messages_json, e) || parse_tools(root, &t->tools_json, e)) goto out;
@@ -637,4 +684,15 @@ int xi_oai_auth_ok(const char *header, const char *const *keys, int n_keys) {
         ok |= diff == 0;
     }
     return ok;
+}
+
+int xi_oai_invocation_api(const char *body, size_t len, int pooling) {
+    json_t *o = json_loadb(body, len, 0, NULL);
+    const int api = !json_is_object(o)                          ? -1
+                    : pooling                                   ? (json_object_get(o, "input") ? XI_OAI_API_EMBEDDINGS : -1)
+                    : json_object_get(o, "messages")            ? XI_OAI_API_CHAT
+                    : json_object_get(o, "prompt")              ? XI_OAI_API_COMPLETIONS
+                                                                : -1;
+    json_decref(o);
+    return api;
 }

@@ -45,6 +45,10 @@ typedef struct xi_oai_request {
     int chat;                       /* 1: /v1/chat/completions, 0: /v1/completions */
     char *model;                    /* requested model name (owned) or NULL */
     int stream, include_usage;
+    int continuous_usage;           /* stream_options.continuous_usage_stats: usage on every chunk */
+    int return_token_ids;           /* answers carry prompt_token_ids and token_ids (vLLM) */
+    int prompt_logprobs;            /* -1, or vLLM's prompt_logprobs: top k for each prompt token */
+    char ignored[256];              /* the body's fields this server does not know, ", "-joined */
     int n;                          /* samples per prompt */
     int max_tokens;                 /* -1: until max_model_len */
     int echo;                       /* completions: prompt text precedes the output */
@@ -64,6 +68,7 @@ typedef struct xi_oai_request {
     char **stop;                    /* [n_stop] owned */
     int32_t *stop_token_ids;        /* [n] owned */
     xi_logit_bias *logit_bias;      /* [n] owned */
+    int32_t *allowed_token_ids;     /* [n] owned */
     char *cache_salt;
     char *guide_src;                /* structured output's source (owned; params.guide_src) */
 } xi_oai_request;
@@ -80,6 +85,7 @@ typedef struct xi_oai_tokenize {
     char *prompt;                   /* owned, or NULL when messages_json is set */
     char *messages_json, *tools_json;
     int add_special_tokens, add_generation_prompt, continue_final_message;
+    int return_token_strs;          /* answer the tokens' vocabulary spellings too */
 } xi_oai_tokenize;
 int xi_oai_parse_tokenize(xi_oai_tokenize *t, const char *body, size_t len, xi_oai_error *e);
 void xi_oai_tokenize_free(xi_oai_tokenize *t);
@@ -87,6 +93,12 @@ void xi_oai_tokenize_free(xi_oai_tokenize *t);
 /* Parse a /detokenize body {"tokens": [ids]}: ids malloc'ed, count returned, -1 on error. */
 int xi_oai_parse_detokenize(const char *body, size_t len, int32_t **ids, char **model,
                             xi_oai_error *e);
+
+/* POST /invocations (SageMaker's route): which API the body is a request for, by its fields
+ * as vLLM tells them apart: "messages" chat, "prompt" completions, "input" embeddings (a
+ * pooling model only). -1 when none fits. */
+enum { XI_OAI_API_CHAT, XI_OAI_API_COMPLETIONS, XI_OAI_API_EMBEDDINGS };
+int xi_oai_invocation_api(const char *body, size_t len, int pooling);
 
 /* Constant-time check of an "Authorization" header value ("Bearer KEY") against keys:
  * the time taken depends on neither where the strings differ nor which key matches. */

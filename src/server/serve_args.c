@@ -3,6 +3,8 @@
  * with a notice (when ignoring them cannot change what a client sees) or rejected by name. */
 #include "server/serve_args.h"
 #include "server/config_file.h"
+#include "server/cors.h"
+#include "server/fingerprint.h"
 #include "server/reasoning.h"
 #include "server/tool_parse.h"
 
@@ -107,7 +109,8 @@ typedef enum {
     F_DOWNLOAD_DIR, F_TRUST_REMOTE, F_LOAD_FORMAT, F_KERNELS, F_KERNEL_PRECISION, F_MAX_BODY, F_SHUTDOWN, F_HELP,
     F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_CONFIG, F_KEEP_ALIVE, F_READ_TIMEOUT,
     F_LIMIT_CONC, F_MAX_SEQS_REQ, F_PARSE_BYTES, F_ONLY,
-    F_NO_WEBUI,
+    F_NO_WEBUI, F_CORS_ORIGINS, F_CORS_METHODS, F_CORS_HEADERS, F_CORS_CREDENTIALS, F_REQUEST_ID,
+    F_FORCE_USAGE, F_LOAD_TRACKING, F_HIDDEN_METRICS, F_TOKENIZER_INFO, F_FINGERPRINT, F_FINGERPRINT_VALUE,
     F_IGNORED, F_REFUSED,
 } flag_id;
 
@@ -169,6 +172,17 @@ static const flag_def flags[] = {
     {"--runner", NULL, F_RUNNER, 1, "KIND      auto (pooling for a sentence-transformers last-token folder)|generate|pooling (/v1/embeddings)"},
     {"--task", NULL, F_TASK, 1, "TASK      older spelling of --runner: auto|generate|embed (= pooling)"},
     {"--no-webui", NULL, F_NO_WEBUI, 0, "          no chat page (/) or dashboard (/dashboard)"},
+    {"--allowed-origins", NULL, F_CORS_ORIGINS, 1, "JSON      CORS origins allowed, e.g. '[\"https://a.example\"]' ([\"*\"])"},
+    {"--allowed-methods", NULL, F_CORS_METHODS, 1, "JSON      CORS methods allowed ([\"*\"])"},
+    {"--allowed-headers", NULL, F_CORS_HEADERS, 1, "JSON      CORS request headers allowed ([\"*\"])"},
+    {"--allow-credentials", NULL, F_CORS_CREDENTIALS, 0, "          CORS answers allow credentials"},
+    {"--enable-request-id-headers", NULL, F_REQUEST_ID, 0, "          answer with X-Request-Id (the client's, or a new one)"},
+    {"--enable-force-include-usage", NULL, F_FORCE_USAGE, 0, "          every stream ends with a usage chunk, asked for or not"},
+    {"--enable-server-load-tracking", NULL, F_LOAD_TRACKING, 0, "          GET /load counts the requests being answered"},
+    {"--show-hidden-metrics-for-version", NULL, F_HIDDEN_METRICS, 1, "X.Y       /metrics also shows the deprecated metrics (vllm:gpu_cache_usage_perc, ...)"},
+    {"--enable-tokenizer-info-endpoint", NULL, F_TOKENIZER_INFO, 0, "          GET /tokenizer_info: the tokenizer's configuration"},
+    {"--fingerprint-mode", NULL, F_FINGERPRINT, 1, "MODE      system_fingerprint: full (xinfer-VERSION-HASH8)|hash|custom|none"},
+    {"--fingerprint-value", NULL, F_FINGERPRINT_VALUE, 1, "TEXT      the system_fingerprint of --fingerprint-mode custom"},
     {"--config", NULL, F_CONFIG, 1, "FILE      YAML file of these flags, keys without the -- (`max-model-len: 8192`); the command line overrides it"},
     {"--help", "-h", F_HELP, 0, "          this text"},
     /* vLLM flags that tune things xinfer does not have: accepted, changing nothing. */
@@ -192,9 +206,6 @@ static const flag_def flags[] = {
     {"--cpu-offload-gb", NULL, F_IGNORED, 1, NULL},
     {"--max-logprobs", NULL, F_IGNORED, 1, NULL},
     {"--response-role", NULL, F_IGNORED, 1, NULL},
-    {"--allowed-origins", NULL, F_IGNORED, 1, NULL},
-    {"--allowed-methods", NULL, F_IGNORED, 1, NULL},
-    {"--allowed-headers", NULL, F_IGNORED, 1, NULL},
     {"--root-path", NULL, F_IGNORED, 1, NULL},
     {"--disable-sliding-window", NULL, F_IGNORED, 0, NULL},
     {"--guided-decoding-backend", NULL, F_IGNORED, 1, NULL}, /* structured outputs are a 400 */
@@ -202,7 +213,6 @@ static const flag_def flags[] = {
     {"--max-num-partial-prefills", NULL, F_IGNORED, 1, NULL},
     {"--max-long-partial-prefills", NULL, F_IGNORED, 1, NULL},
     {"--long-prefill-token-threshold", NULL, F_IGNORED, 1, NULL},
-    {"--enable-request-id-headers", NULL, F_IGNORED, 0, NULL},
     /* Accepted with the value that describes what xinfer does; another value is refused. */
     {"--scheduling-policy", NULL, F_ONLY, 1, "fcfs"},
     {"--preemption-mode", NULL, F_ONLY, 1, "recompute"},
@@ -409,6 +419,27 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
     case F_PARSE_BYTES: return parse_i64(flag, v, 1 << 20, INT64_MAX, &a->max_parse_bytes, err, errlen);
     case F_HELP: a->help = 1; return 0;
     case F_NO_WEBUI: a->no_webui = 1; return 0;
+    case F_CORS_ORIGINS: a->allowed_origins = v; return xi_cors_check_list(flag, v, err, errlen);
+    case F_CORS_METHODS: a->allowed_methods = v; return xi_cors_check_list(flag, v, err, errlen);
+    case F_CORS_HEADERS: a->allowed_headers = v; return xi_cors_check_list(flag, v, err, errlen);
+    case F_CORS_CREDENTIALS: a->allow_credentials = 1; return 0;
+    case F_REQUEST_ID: a->request_id_headers = 1; return 0;
+    case F_FORCE_USAGE: a->force_include_usage = 1; return 0;
+    case F_LOAD_TRACKING: a->server_load_tracking = 1; return 0;
+    case F_TOKENIZER_INFO: a->tokenizer_info = 1; return 0;
+    case F_FINGERPRINT:
+        if (!xi_fingerprint_mode_ok(v)) return fail(err, errlen, "%s %s: full, hash, custom or none", flag, v);
+        a->fingerprint_mode = v;
+        return 0;
+    case F_FINGERPRINT_VALUE: a->fingerprint_value = v; return 0;
+    case F_HIDDEN_METRICS: {
+        unsigned major, minor;
+        char end;
+        if (sscanf(v, "%u.%u%c", &major, &minor, &end) != 2)
+            return fail(err, errlen, "%s %s: a version MAJOR.MINOR, e.g. 0.10", flag, v);
+        a->show_hidden_metrics = v;
+        return 0;
+    }
     case F_AUTO_TOOL: a->enable_auto_tool_choice = 1; return 0;
     case F_REASONING:
         if (!xi_reasoning_parser_supported(v))
@@ -542,6 +573,8 @@ int xi_serve_args_parse(xi_serve_args *a, int argc, char **argv,
     if (a->enable_auto_tool_choice && !a->tool_call_parser)
         return fail(err, errlen, "--enable-auto-tool-choice needs --tool-call-parser (supported: %s)",
                     xi_tool_parser_names());
+    if (a->fingerprint_mode && !strcmp(a->fingerprint_mode, "custom") && !a->fingerprint_value)
+        return fail(err, errlen, "--fingerprint-mode custom needs --fingerprint-value");
 
     /* MODEL and --model: `vllm serve NAME --model PATH` means "serve PATH as NAME". */
     const char *served = NULL;

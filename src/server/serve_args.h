@@ -33,6 +33,16 @@ typedef struct xi_serve_args {
     int enable_log_requests;
     int disable_log_stats;
     int no_webui;                   /* --no-webui: no chat page or dashboard */
+    const char *allowed_origins;    /* CORS lists (JSON, checked) or NULL: ["*"] */
+    const char *allowed_methods, *allowed_headers;
+    int allow_credentials;          /* --allow-credentials */
+    int request_id_headers;         /* --enable-request-id-headers */
+    int force_include_usage;        /* --enable-force-include-usage */
+    int server_load_tracking;       /* --enable-server-load-tracking (GET /load) */
+    const char *show_hidden_metrics; /* --show-hidden-metrics-for-version X.Y, or NULL */
+    int tokenizer_info;             /* --enable-tokenizer-info-endpoint */
+    const char *fingerprint_mode;   /* --fingerprint-mode (checked) or NULL: full */
+    const char *fingerprint_value;  /* --fingerprint-value, for custom */
     int64_t max_body_bytes;         /* request bodies above this get 413 (32 MiB) */
     double shutdown_timeout;        /* seconds in-flight requests may finish after SIGTERM */
     double timeout_keep_alive;      /* idle connection timeout (5 s) */

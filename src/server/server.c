@@ -3,7 +3,10 @@
  * the engine: a request whose answer is not ready suspends its connection, and the engine's
  * output callback resumes it (see completion.c). */
 #include "server/server_internal.h"
+#include "server/cors.h"
 #include "server/embeddings.h"
+#include "server/fingerprint.h"
+#include "server/tokenizer_info.h"
 #include "server/webui.h"
 
 #include <errno.h>
@@ -97,6 +100,7 @@ enum MHD_Result xi_srv_respond(struct MHD_Connection *c, unsigned status, const 
         return MHD_NO;
     }
     if (ctype) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    xi_http_decorate(r);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -150,15 +154,37 @@ static enum MHD_Result unknown_model(struct MHD_Connection *c, const char *name)
     return xi_srv_respond_error(c, &e);
 }
 
+static json_t *model_card(xi_server *s, int i) {
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:n, s:i, s:[]}", "id", s->cfg.served_names[i], "object",
+                     "model", "created", (json_int_t)s->created, "owned_by", "xinfer", "root",
+                     s->cfg.model_path, "parent", "max_model_len", s->info.max_model_len, "permission");
+}
+
 static enum MHD_Result route_models(xi_server *s, struct MHD_Connection *c) {
     json_t *data = json_array();
-    for (int i = 0; i < s->cfg.n_served_names; i++)
-        json_array_append_new(data, json_pack("{s:s, s:s, s:I, s:s, s:s, s:n, s:i, s:[]}", "id",
-                                              s->cfg.served_names[i], "object", "model", "created",
-                                              (json_int_t)s->created, "owned_by", "xinfer", "root",
-                                              s->cfg.model_path, "parent", "max_model_len",
-                                              s->info.max_model_len, "permission"));
+    for (int i = 0; i < s->cfg.n_served_names; i++) json_array_append_new(data, model_card(s, i));
     return respond_json(c, json_pack("{s:s, s:o}", "object", "list", "data", data));
+}
+
+/* GET /v1/models/{id}: one served name's card (ids may hold '/': the rest of the path) */
+static enum MHD_Result route_model(xi_server *s, struct MHD_Connection *c, const char *id) {
+    for (int i = 0; i < s->cfg.n_served_names; i++)
+        if (!strcmp(id, s->cfg.served_names[i])) return respond_json(c, model_card(s, i));
+    return unknown_model(c, id);
+}
+
+/* A JSON body's Content-Type (parameters after ';' aside), which vLLM requires of them. */
+static int json_content_type(struct MHD_Connection *c) {
+    const char *t = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const size_t n = t ? strcspn(t, "; \t") : 0;
+    return n == 16 && !strncasecmp(t, "application/json", 16);
+}
+
+/* A route's path; one ending in '*' takes any non-empty rest. */
+static int path_matches(const char *pattern, const char *url) {
+    const size_t n = strlen(pattern);
+    if (n && pattern[n - 1] == '*') return !strncmp(pattern, url, n - 1) && url[n - 1];
+    return !strcmp(pattern, url);
 }
 
 static enum MHD_Result route_tokenize(xi_server *s, xi_engine *eng, struct MHD_Connection *c,
@@ -177,6 +203,7 @@ static enum MHD_Result route_tokenize(xi_server *s, xi_engine *eng, struct MHD_C
     }
     char *text = t.prompt;
     char *rendered = NULL;
+    const int strs = t.return_token_strs;
     if (t.messages_json) {
         rendered = xi_engine_apply_chat_template(eng, t.messages_json, t.tools_json,
                                                  t.add_generation_prompt,
@@ -202,11 +229,15 @@ static enum MHD_Result route_tokenize(xi_server *s, xi_engine *eng, struct MHD_C
         xi_oai_fail(&e, 400, "prompt", "%s", err);
         return xi_srv_respond_error(c, &e);
     }
-    json_t *tokens = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(tokens, json_integer(ids[i]));
+    json_t *tokens = json_array(), *token_strs = strs ? json_array() : json_null();
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(tokens, json_integer(ids[i]));
+        const char *ts = strs ? xi_engine_token_str(eng, ids[i]) : NULL;
+        if (strs) json_array_append_new(token_strs, ts ? xi_srv_json_text(ts, strlen(ts)) : json_null());
+    }
     free(ids);
-    return respond_json(c, json_pack("{s:i, s:i, s:o, s:n}", "count", n, "max_model_len",
-                                     s->info.max_model_len, "tokens", tokens, "token_strs"));
+    return respond_json(c, json_pack("{s:i, s:i, s:o, s:o}", "count", n, "max_model_len",
+                                     s->info.max_model_len, "tokens", tokens, "token_strs", token_strs));
 }
 
 static enum MHD_Result route_detokenize(xi_server *s, xi_engine *eng, struct MHD_Connection *c,
@@ -244,7 +275,8 @@ static enum MHD_Result route_metrics(xi_server *s, xi_engine *eng, struct MHD_Co
 /* ---- routing ------------------------------------------------------------------------------ */
 
 typedef enum { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_VERSION, R_TOKENIZE,
-               R_DETOKENIZE, R_METRICS, R_EMBEDDINGS } route_id;
+               R_DETOKENIZE, R_METRICS, R_EMBEDDINGS, R_RESPONSES, R_MODEL, R_INVOCATIONS, R_LOAD,
+               R_TOKENIZER_INFO } route_id;
 
 static const struct {
     const char *path, *method;
@@ -253,13 +285,20 @@ static const struct {
 } routes[] = {
     {"/v1/chat/completions", "POST", R_CHAT, 1},
     {"/v1/completions", "POST", R_COMPLETIONS, 1},
+    {"/v1/responses", "POST", R_RESPONSES, 1},
     {"/v1/models", "GET", R_MODELS, 1},
+    {"/v1/models/*", "GET", R_MODEL, 1},
+    {"/ping", "GET", R_HEALTH, 0},                /* SageMaker's routes, as vLLM serves them */
+    {"/ping", "POST", R_HEALTH, 0},
+    {"/invocations", "POST", R_INVOCATIONS, 0},
     {"/v1/embeddings", "POST", R_EMBEDDINGS, 1},
     {"/tokenize", "POST", R_TOKENIZE, 1},
     {"/detokenize", "POST", R_DETOKENIZE, 1},
     {"/health", "GET", R_HEALTH, 0},
     {"/version", "GET", R_VERSION, 0},
     {"/metrics", "GET", R_METRICS, 0},
+    {"/load", "GET", R_LOAD, 0},
+    {"/tokenizer_info", "GET", R_TOKENIZER_INFO, 0},
 };
 
 /* Per-connection-request state (MHD's con_cls). */
@@ -367,6 +406,7 @@ static int precheck(xi_server *s, struct MHD_Connection *c, const char *url, con
         *ret = fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, bad);
         return 1;
     }
+    if (xi_cors_preflight(s, c, method, ret)) return 1; /* before auth, as vLLM's middleware */
     /* vLLM checks the key on every /v1 path before routing: no 404/405 without it */
     const int v1 = !strncmp(url, "/v1/", 4) || !strcmp(url, "/v1");
     if (v1 && !auth_ok(s, c)) {
@@ -377,7 +417,7 @@ static int precheck(xi_server *s, struct MHD_Connection *c, const char *url, con
     int path_seen = 0;
     if (!s->cfg.no_webui && xi_webui_serve(s, c, url, method, ret)) return 1; /* no key needed */
     for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (strcmp(url, routes[i].path)) continue;
+        if (!path_matches(routes[i].path, url)) continue;
         path_seen = 1;
         if (!strcmp(method, routes[i].method) || (!strcmp(method, "HEAD") && !strcmp(routes[i].method, "GET")))
             break;
@@ -450,7 +490,7 @@ static int weigh_body(xi_server *s, struct MHD_Connection *c, conn_state *st, en
     return 0;
 }
 
-static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_state *st) {
+static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_state *st, const char *url) {
     if (st->route == R_VERSION) {
         const xi_build_info *b = xi_build_info_get();
         return respond_json(c, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "version", b->version,
@@ -468,23 +508,41 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
         return xi_srv_respond(c, eng && !atomic_load(&s->stopping) ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
                               NULL, strdup(""));
     if (!eng) return fail_status(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "the model is still loading");
-    const int work = st->route == R_CHAT || st->route == R_COMPLETIONS || st->route == R_EMBEDDINGS;
+    const char *body = st->body ? st->body : "";
+    if (st->route == R_INVOCATIONS) { /* the request's own fields say which API it is for */
+        const int api = xi_oai_invocation_api(body, st->len, s->cfg.pooling);
+        if (api < 0)
+            return fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, s->cfg.pooling
+                               ? "/invocations takes an embeddings request here (with \"input\")"
+                               : "/invocations takes a chat (\"messages\") or completions (\"prompt\") request");
+        st->route = api == XI_OAI_API_CHAT ? R_CHAT : api == XI_OAI_API_COMPLETIONS ? R_COMPLETIONS : R_EMBEDDINGS;
+    }
+    const int work = st->route == R_CHAT || st->route == R_COMPLETIONS || st->route == R_EMBEDDINGS ||
+                     st->route == R_RESPONSES;
     if (atomic_load(&s->stopping) && work)
         return fail_status(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "the server is shutting down");
-    if (s->cfg.pooling && (st->route == R_CHAT || st->route == R_COMPLETIONS))
+    if (s->cfg.pooling && (st->route == R_CHAT || st->route == R_COMPLETIONS || st->route == R_RESPONSES))
         return fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, st->route == R_CHAT
                            ? "The model does not support Chat Completions API (it is served with --runner pooling: use /v1/embeddings)"
                            : "The model does not support Completions API (it is served with --runner pooling: use /v1/embeddings)");
-    const char *body = st->body ? st->body : "";
+    const int bodyless = st->route == R_MODELS || st->route == R_MODEL || st->route == R_METRICS ||
+                         st->route == R_LOAD || st->route == R_TOKENIZER_INFO;
+    if (!bodyless && !json_content_type(c))
+        return fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, "Unsupported Media Type: Only 'application/json' is allowed");
     enum MHD_Result ret;
-    if (st->route != R_MODELS && st->route != R_METRICS && weigh_body(s, c, st, &ret)) return ret;
+    if (!bodyless && weigh_body(s, c, st, &ret)) return ret;
     switch (st->route) {
-    case R_CHAT: return xi_job_handle(s, c, 1, st->http11, body, st->len, &st->job);
-    case R_COMPLETIONS: return xi_job_handle(s, c, 0, st->http11, body, st->len, &st->job);
+    case R_CHAT: return xi_job_handle(s, c, XI_API_CHAT, st->http11, body, st->len, &st->job);
+    case R_COMPLETIONS: return xi_job_handle(s, c, XI_API_COMPLETIONS, st->http11, body, st->len, &st->job);
+    case R_RESPONSES: return xi_job_handle(s, c, XI_API_RESPONSES, st->http11, body, st->len, &st->job);
     case R_MODELS: return route_models(s, c);
+    case R_MODEL: return route_model(s, c, url + strlen("/v1/models/"));
     case R_TOKENIZE: return route_tokenize(s, eng, c, body, st->len);
     case R_DETOKENIZE: return route_detokenize(s, eng, c, body, st->len);
     case R_METRICS: return route_metrics(s, eng, c);
+    case R_TOKENIZER_INFO: return xi_tokenizer_info_handle(s, c);
+    case R_LOAD: /* vLLM's --enable-server-load-tracking: requests being answered */
+        return respond_json(c, json_pack("{s:i}", "server_load", s->cfg.server_load_tracking ? xi_server_in_flight(s) : 0));
     case R_EMBEDDINGS: return xi_embeddings_handle(s, c, body, st->len);
     default: return MHD_NO;
     }
@@ -503,6 +561,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   void **con_cls) {
     xi_server *s = cls;
     conn_state *st = *con_cls;
+    xi_http_enter(s, c);
     if (!st) {
         st = calloc(1, sizeof *st);
         if (!st) return MHD_NO;
@@ -525,7 +584,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (st->answered) return MHD_YES;
     st->answered = 1;
     xi_guard_phase(s, c, XI_CONN_BUSY);
-    enum MHD_Result ret = dispatch(s, c, st);
+    enum MHD_Result ret = dispatch(s, c, st, url);
     /* parsed, templated and tokenized by now: what the request keeps is its own */
     xi_srv_uncharge(s, st->charged);
     st->charged = 0;
@@ -658,6 +717,9 @@ int xi_server_set_engine(xi_server *s, xi_engine *e, char *err, size_t errlen) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    xi_metrics_configure(s->metrics, &s->info, s->cfg.show_hidden_metrics);
+    xi_fingerprint_build(s->cfg.fingerprint_mode, s->cfg.fingerprint_value, s->cfg.model_path, &s->info,
+                         s->fingerprint, sizeof s->fingerprint);
     atomic_store(&s->engine, e);
     return 0;
 }

@@ -1,5 +1,6 @@
 /* server: the HTTP front of `xinfer serve` (libmicrohttpd, a few epoll threads).
- * Routes: POST /v1/chat/completions, /v1/completions, /v1/embeddings (embeddings.c),
+ * Routes: POST /v1/chat/completions, /v1/completions, /v1/responses (responses.c),
+ * /v1/embeddings (embeddings.c), /invocations; GET /v1/models/{id}, /ping (cors.c: CORS, X-Request-Id);
  * /tokenize, /detokenize; GET /v1/models, /health, /version, /metrics; the web UI's GET /,
  * /dashboard, /webui/NAME (webui.h). The owner (cmd_serve) creates the listening socket, starts
  * the server, opens the engine and hands it over with xi_server_set_engine; until then every
@@ -33,6 +34,17 @@ typedef struct xi_server_config {
     double timeout_request_read;     /* seconds from a request line to the end of its body (30) */
     int max_seqs_per_request;        /* prompts x n of one request; more is a 400 (1024) */
     int64_t max_parse_bytes;         /* bodies being parsed, weighted by their JSON, at once (1 GiB) */
+    const char *allowed_origins;     /* CORS (server/cors.h): JSON lists, NULL meaning ["*"] */
+    const char *allowed_methods, *allowed_headers;
+    int allow_credentials;
+    int request_id_headers;          /* X-Request-Id on every answer (--enable-request-id-headers) */
+    int force_include_usage;         /* streams end with usage unasked (--enable-force-include-usage) */
+    int server_load_tracking;        /* GET /load counts requests in flight (else 0) */
+    int show_hidden_metrics;         /* --show-hidden-metrics-for-version: deprecated metrics too */
+    int tokenizer_info;              /* GET /tokenizer_info (--enable-tokenizer-info-endpoint) */
+    const char *model_dir;           /* the folder loaded (xi_server_set_model_dir), or NULL */
+    const char *fingerprint_mode;    /* server/fingerprint: full (NULL), hash, custom, none */
+    const char *fingerprint_value;   /* custom's value */
 } xi_server_config;
 
 /* A listening socket on host:port (port 0: a free one, written to *bound_port) or on the

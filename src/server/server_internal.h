@@ -38,6 +38,7 @@ struct xi_server {
     pthread_t watchdog;              /* deadlines and suspended jobs (conn_guard.c) */
     atomic_int watchdog_stop;
     _Atomic int64_t parse_bytes;     /* bytes charged by requests being parsed (xi_srv_charge) */
+    char fingerprint[128];           /* system_fingerprint; "" answers null (set with the engine) */
 };
 
 /* A complete response with a heap body that MHD frees. */
@@ -83,10 +84,13 @@ enum {
 };
 void xi_guard_stop(xi_server *s);
 
-/* /v1/chat/completions and /v1/completions: parse, tokenize, submit and answer. Sets *job
- * when a job outlives this call (its answer is not complete yet); the connection passes it to
- * xi_job_resume when resumed and to xi_job_connection_done when the request ends. */
-enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int chat, int http11,
+/* Which API a completion job answers (server/responses rewrites its requests for chat). */
+enum { XI_API_COMPLETIONS, XI_API_CHAT, XI_API_RESPONSES };
+
+/* /v1/chat/completions, /v1/completions and /v1/responses (api: XI_API_*): parse, tokenize,
+ * submit and answer. Sets *job when a job outlives this call (its answer is not complete yet); the connection
+ * passes it to xi_job_resume when resumed and to xi_job_connection_done when the request ends. */
+enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api, int http11,
                               const char *body, size_t len, xi_job **job);
 /* The connection holding job ended (ok: the response was sent completely). */
 void xi_job_connection_done(xi_job *job, int ok);

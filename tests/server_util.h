@@ -1,0 +1,25 @@
+/* Test helpers: a real engine on a model of the shared data behind a real server on a free
+ * port, and HTTP POSTs to it through libcurl. */
+#ifndef XI_TEST_SERVER_UTIL_H
+#define XI_TEST_SERVER_UTIL_H
+
+#include "server/server.h"
+
+typedef struct server {
+    xi_engine *eng;
+    xi_server *srv;
+    int port;
+} server;
+
+/* Serve models/<name> of the shared data (rel: "models/qwen2-tiny-random") as "tiny", on one
+ * thread; reasoning_parser may be NULL. 0, or -1 with the reason printed. */
+int ts_start(server *s, const char *rel, const char *reasoning_parser);
+/* The same with cfg's flags (its names, path and body limit are filled in). */
+int ts_start_cfg(server *s, const char *rel, xi_server_config cfg);
+void ts_stop(server *s);
+/* POST json to path: the HTTP status (0 when none came), the body in *out (heap, never NULL). */
+long ts_post(const server *s, const char *path, const char *json, char **out);
+/* GET path: the same. */
+long ts_get(const server *s, const char *path, char **out);
+
+#endif
