@@ -291,6 +291,8 @@ TEST(test_serve_embeddings_in_flight_leave_the_http_threads_free) {
     fprintf(stderr, "    %d of them still waiting\n", N_BUSY - answered);
     CHECKF(N_BUSY - answered > HTTP_THREADS, "%d of the %d slow requests were answered already: not slow enough",
            answered, N_BUSY);
+    /* a graceful shutdown would wait for them: they count among the requests in flight */
+    CHECKF(xi_server_in_flight(s) >= N_BUSY - answered, "%d in flight", xi_server_in_flight(s));
     for (int i = 0; i < N_BUSY; i++) close(busy[i]);
     double t_small;
     CHECK_EQ(timed(port, "/v1/embeddings", "{\"input\":\"Hello\"}", &t_small), 200);
@@ -306,6 +308,8 @@ TEST(test_serve_embeddings_in_flight_leave_the_http_threads_free) {
     free(m);
     fprintf(stderr, "    %ld engine requests aborted\n", aborted);
     CHECKF(aborted >= (long)(N_BUSY - answered) * N_IN / 2, "%ld aborted", aborted);
+    for (int i = 0; i < 100 && xi_server_in_flight(s); i++) nanosleep(&pause, NULL);
+    CHECK_EQ(xi_server_in_flight(s), 0);
     shut(s, eng);
 }
 
