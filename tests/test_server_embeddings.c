@@ -235,20 +235,15 @@ static int timed(int port, const char *path, const char *body, double *took) {
     return status;
 }
 
-/* More slow embedding requests than the server has HTTP threads: each waits for the engine
- * suspended, so /health, a completion (refused at once on a pooling model) and /tokenize answer
- * in under half a second while more of them than there are threads are still unanswered; once
- * their clients leave, their engine requests are aborted and a small embedding is served. */
-TEST(test_serve_embeddings_in_flight_leave_the_http_threads_free) {
-    xi_engine *eng;
-    int port;
-    xi_server *s = serve(QWEN2, 1, &eng, &port);
-    CHECK(s);
-    /* 512 inputs of 63 ids, each starting with its own id so the prefix cache shares nothing */
-    enum { N_BUSY = 16, N_IN = 512, N_IDS = 63, HTTP_THREADS = 8 };
+/* n slow embedding requests on sockets of their own (into fds): 512 inputs of 63 ids each,
+ * each starting with its own id so the prefix cache shares nothing. Sent one at a time, so that
+ * each lands on an HTTP thread free to take it (a thread that waited for the engine would take
+ * no more). Returns 0, or -1 when a socket could not send. */
+enum { N_IN = 512, N_IDS = 63 };
+static int send_slow(int port, int n, int *fds) {
     size_t cap = (size_t)N_IN * (N_IDS * 2 + 16) + 64, len = 0;
     char *body = malloc(cap);
-    CHECK(body);
+    if (!body) return -1;
     len += (size_t)snprintf(body + len, cap - len, "{\"input\":[");
     for (int i = 0; i < N_IN; i++) {
         len += (size_t)snprintf(body + len, cap - len, "%s[%d", i ? "," : "", 100 + i);
@@ -259,20 +254,34 @@ TEST(test_serve_embeddings_in_flight_leave_the_http_threads_free) {
     char head[200];
     int hl = snprintf(head, sizeof head, "POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       "Content-Length: %zu\r\n\r\n", len);
-    /* one at a time, so that each lands on an HTTP thread free to take it (a thread that waited
-     * for the engine would take no more) */
     struct timespec pause = {0, 20 * 1000000L};
-    int busy[N_BUSY];
-    for (int i = 0; i < N_BUSY; i++) {
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
         nanosleep(&pause, NULL);
-        busy[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        CHECK(busy[i] >= 0 && !connect(busy[i], (struct sockaddr *)&a, sizeof a));
-        CHECK(send(busy[i], head, (size_t)hl, MSG_NOSIGNAL) == hl);
-        CHECK(send(busy[i], body, len, MSG_NOSIGNAL) == (ssize_t)len);
+        if (fds[i] < 0 || connect(fds[i], (struct sockaddr *)&a, sizeof a) ||
+            send(fds[i], head, (size_t)hl, MSG_NOSIGNAL) != hl || send(fds[i], body, len, MSG_NOSIGNAL) != (ssize_t)len)
+            rc = -1;
     }
     free(body);
+    return rc;
+}
+
+/* More slow embedding requests than the server has HTTP threads: each waits for the engine
+ * suspended, so /health, a completion (refused at once on a pooling model) and /tokenize answer
+ * in under half a second while more of them than there are threads are still unanswered; once
+ * their clients leave, their engine requests are aborted and a small embedding is served. */
+TEST(test_serve_embeddings_in_flight_leave_the_http_threads_free) {
+    xi_engine *eng;
+    int port;
+    xi_server *s = serve(QWEN2, 1, &eng, &port);
+    CHECK(s);
+    enum { N_BUSY = 16, HTTP_THREADS = 8 };
+    int busy[N_BUSY];
+    CHECK(!send_slow(port, N_BUSY, busy));
+    struct timespec pause = {0, 20 * 1000000L};
     nanosleep(&pause, NULL);
     double t_health, t_cmpl, t_tok;
     CHECK_EQ(timed(port, "/health", NULL, &t_health), 200);
@@ -311,6 +320,29 @@ TEST(test_serve_embeddings_in_flight_leave_the_http_threads_free) {
     for (int i = 0; i < 100 && xi_server_in_flight(s); i++) nanosleep(&pause, NULL);
     CHECK_EQ(xi_server_in_flight(s), 0);
     shut(s, eng);
+}
+
+/* Stopping the server with embedding requests suspended resumes and closes each of them (their
+ * clients see the connection end, not a hang) and leaves nothing behind (ASan's leak check). */
+TEST(test_serve_embeddings_stop_with_requests_suspended_closes_them) {
+    xi_engine *eng;
+    int port;
+    xi_server *s = serve(QWEN2, 1, &eng, &port);
+    CHECK(s);
+    enum { N = 4 };
+    int fds[N];
+    CHECK(!send_slow(port, N, fds));
+    CHECK(xi_server_in_flight(s) > 0);
+    shut(s, eng);
+    int closed = 0;
+    for (int i = 0; i < N; i++) {
+        struct pollfd pf = {.fd = fds[i], .events = POLLIN};
+        char buf[4096];
+        while (poll(&pf, 1, 5000) > 0 && recv(fds[i], buf, sizeof buf, 0) > 0) continue;
+        closed += poll(&pf, 1, 0) > 0 && recv(fds[i], buf, sizeof buf, MSG_DONTWAIT) <= 0;
+        close(fds[i]);
+    }
+    CHECK_EQ(closed, N);
 }
 
 static void write_file(const char *dir, const char *name, const char *text) {
