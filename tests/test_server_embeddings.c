@@ -2,9 +2,14 @@
  * every input form gives the same vectors, base64 decodes to the float answer's bits,
  * dimensions and normalize, usage and metrics, the 4xx answers; --runner / --task and the
  * sentence-transformers folder check. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <openssl/evp.h>
+#include <poll.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -214,6 +219,130 @@ TEST(test_serve_embeddings_from_a_generative_model_is_400) {
     o = post(port, "/v1/completions", "{\"prompt\":\"Once\",\"max_tokens\":2}", &st);
     CHECKF(st == 200, "%d %s", st, o);
     shut(s, eng);
+}
+
+/* curl's status and total seconds for method path (body for POST, else GET). */
+static int timed(int port, const char *path, const char *body, double *took) {
+    char cmd[600], *out = NULL;
+    snprintf(cmd, sizeof cmd, "curl -s -m 10 -o /dev/null -w '%%{http_code} %%{time_total}' %s%s%s "
+             "http://127.0.0.1:%d%s", body ? "-H 'Content-Type: application/json' --data-binary '" : "",
+             body ? body : "", body ? "'" : "", port, path);
+    xi_test_run(cmd, &out);
+    int status = -1;
+    *took = 1e9;
+    if (out) sscanf(out, "%d %lf", &status, took);
+    free(out);
+    return status;
+}
+
+/* n slow embedding requests on sockets of their own (into fds): 512 inputs of 63 ids each,
+ * each starting with its own id so the prefix cache shares nothing. Sent one at a time, so that
+ * each lands on an HTTP thread free to take it (a thread that waited for the engine would take
+ * no more). Returns 0, or -1 when a socket could not send. */
+enum { N_IN = 512, N_IDS = 63 };
+static int send_slow(int port, int n, int *fds) {
+    size_t cap = (size_t)N_IN * (N_IDS * 2 + 16) + 64, len = 0;
+    char *body = malloc(cap);
+    if (!body) return -1;
+    len += (size_t)snprintf(body + len, cap - len, "{\"input\":[");
+    for (int i = 0; i < N_IN; i++) {
+        len += (size_t)snprintf(body + len, cap - len, "%s[%d", i ? "," : "", 100 + i);
+        for (int k = 1; k < N_IDS; k++) len += (size_t)snprintf(body + len, cap - len, ",%d", 1 + k % 9);
+        len += (size_t)snprintf(body + len, cap - len, "]");
+    }
+    len += (size_t)snprintf(body + len, cap - len, "]}");
+    char head[200];
+    int hl = snprintf(head, sizeof head, "POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n", len);
+    struct timespec pause = {0, 20 * 1000000L};
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        nanosleep(&pause, NULL);
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (fds[i] < 0 || connect(fds[i], (struct sockaddr *)&a, sizeof a) ||
+            send(fds[i], head, (size_t)hl, MSG_NOSIGNAL) != hl || send(fds[i], body, len, MSG_NOSIGNAL) != (ssize_t)len)
+            rc = -1;
+    }
+    free(body);
+    return rc;
+}
+
+/* More slow embedding requests than the server has HTTP threads: each waits for the engine
+ * suspended, so /health, a completion (refused at once on a pooling model) and /tokenize answer
+ * in under half a second while more of them than there are threads are still unanswered; once
+ * their clients leave, their engine requests are aborted and a small embedding is served. */
+TEST(test_serve_embeddings_in_flight_leave_the_http_threads_free) {
+    xi_engine *eng;
+    int port;
+    xi_server *s = serve(QWEN2, 1, &eng, &port);
+    CHECK(s);
+    enum { N_BUSY = 16, HTTP_THREADS = 8 };
+    int busy[N_BUSY];
+    CHECK(!send_slow(port, N_BUSY, busy));
+    struct timespec pause = {0, 20 * 1000000L};
+    nanosleep(&pause, NULL);
+    double t_health, t_cmpl, t_tok;
+    CHECK_EQ(timed(port, "/health", NULL, &t_health), 200);
+    CHECK_EQ(timed(port, "/v1/completions", "{\"prompt\":\"Once\",\"max_tokens\":2}", &t_cmpl), 400);
+    CHECK_EQ(timed(port, "/tokenize", "{\"prompt\":\"Once upon a time\"}", &t_tok), 200);
+    fprintf(stderr, "    with %d embedding requests in flight: /health %.3f s, completion %.3f s, /tokenize %.3f s\n",
+            N_BUSY, t_health, t_cmpl, t_tok);
+    CHECKF(t_health < 0.5 && t_cmpl < 0.5 && t_tok < 0.5, "%.3f %.3f %.3f", t_health, t_cmpl, t_tok);
+    /* the check means something only while more of the slow ones than there are HTTP threads
+     * are still waiting (the engine answers them in turn: the first may be done already) */
+    int answered = 0;
+    for (int i = 0; i < N_BUSY; i++) {
+        struct pollfd pf = {.fd = busy[i], .events = POLLIN};
+        answered += poll(&pf, 1, 0) > 0;
+    }
+    fprintf(stderr, "    %d of them still waiting\n", N_BUSY - answered);
+    CHECKF(N_BUSY - answered > HTTP_THREADS, "%d of the %d slow requests were answered already: not slow enough",
+           answered, N_BUSY);
+    /* a graceful shutdown would wait for them: they count among the requests in flight */
+    CHECKF(xi_server_in_flight(s) >= N_BUSY - answered, "%d in flight", xi_server_in_flight(s));
+    for (int i = 0; i < N_BUSY; i++) close(busy[i]);
+    double t_small;
+    CHECK_EQ(timed(port, "/v1/embeddings", "{\"input\":\"Hello\"}", &t_small), 200);
+    fprintf(stderr, "    after the slow clients left: a small embedding %.3f s\n", t_small);
+    CHECKF(t_small < 10, "%.3f", t_small);
+    /* most of the engine requests of the clients still waiting were aborted, not computed */
+    char cmd[200], *m = NULL;
+    snprintf(cmd, sizeof cmd, "curl -s -m 10 http://127.0.0.1:%d/metrics", port);
+    xi_test_run(cmd, &m);
+    const char *line = m ? strstr(m, "vllm:request_success_total{finished_reason=\"abort\"") : NULL;
+    const char *val = line ? strstr(line, "} ") : NULL;
+    const long aborted = val ? atol(val + 2) : -1;
+    free(m);
+    fprintf(stderr, "    %ld engine requests aborted\n", aborted);
+    CHECKF(aborted >= (long)(N_BUSY - answered) * N_IN / 2, "%ld aborted", aborted);
+    for (int i = 0; i < 100 && xi_server_in_flight(s); i++) nanosleep(&pause, NULL);
+    CHECK_EQ(xi_server_in_flight(s), 0);
+    shut(s, eng);
+}
+
+/* Stopping the server with embedding requests suspended resumes and closes each of them (their
+ * clients see the connection end, not a hang) and leaves nothing behind (ASan's leak check). */
+TEST(test_serve_embeddings_stop_with_requests_suspended_closes_them) {
+    xi_engine *eng;
+    int port;
+    xi_server *s = serve(QWEN2, 1, &eng, &port);
+    CHECK(s);
+    enum { N = 4 };
+    int fds[N];
+    CHECK(!send_slow(port, N, fds));
+    CHECK(xi_server_in_flight(s) > 0);
+    shut(s, eng);
+    int closed = 0;
+    for (int i = 0; i < N; i++) {
+        struct pollfd pf = {.fd = fds[i], .events = POLLIN};
+        char buf[4096];
+        while (poll(&pf, 1, 5000) > 0 && recv(fds[i], buf, sizeof buf, 0) > 0) continue;
+        closed += poll(&pf, 1, 0) > 0 && recv(fds[i], buf, sizeof buf, MSG_DONTWAIT) <= 0;
+        close(fds[i]);
+    }
+    CHECK_EQ(closed, N);
 }
 
 static void write_file(const char *dir, const char *name, const char *text) {

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/embeddings.h"
 #include "server/server_internal.h"
 #include "server/cors.h"
 #include "server/reasoning.h"
@@ -792,6 +793,7 @@ void xi_job_watch(xi_server *s) {
         pthread_mutex_unlock(&j->mu);
     }
     pthread_mutex_unlock(&s->mu);
+    xi_embeddings_watch(s, closing);
 }
 
 enum MHD_Result xi_job_resume(xi_job *j) {

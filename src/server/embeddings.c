@@ -3,9 +3,12 @@
  * Each input becomes one pooling request (prefill only, last-token pooling); the engine
  * schedules them with everything else, so a list is batched and shares the prefix cache.
  * The output callback runs on the engine thread and only copies the vector into the job's
- * slot under the job mutex; the connection's thread waits, then writes the body. The job is
- * reference counted (the handler plus one per unfinished request), so a client that leaves
- * early only aborts its requests. */
+ * slot under the job mutex. No HTTP thread waits: until every vector is in, the connection is
+ * suspended (as completion.c's plain answers are, first wait deferred), the callback of the last
+ * input resumes it, and the watchdog (xi_job_watch) resumes it when the client leaves or the
+ * server closes. The job is reference counted (the connection plus one per unfinished request),
+ * so a client that leaves early only aborts its requests, and it counts among the server's
+ * requests in flight until freed, so a graceful shutdown waits for it. */
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -18,8 +21,6 @@
 
 #define MAX_INPUTS 2048
 
-typedef struct emb_job emb_job;
-
 typedef struct emb_input {
     emb_job *job;
     int32_t *ids;                    /* [n_ids] owned */
@@ -30,11 +31,24 @@ typedef struct emb_input {
     float *vec;                      /* [dim] in job->vecs */
 } emb_input;
 
+/* The request as parsed. */
+typedef struct emb_req {
+    const char *model;               /* borrowed from the body, only while handling */
+    int base64, normalize, add_special, dimensions, truncate;
+} emb_req;
+
 struct emb_job {
     xi_server *s;
     xi_engine *eng;
+    emb_job *prev, *next;            /* server's list of live embedding jobs (s->mu) */
+    struct MHD_Connection *conn;
+    emb_req req;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    int suspended;                   /* mu: the connection waits for the engine or the watchdog */
+    int gone;                        /* mu: the client went away while suspended */
+    int deferred;                    /* mu: the first wait returned without suspending */
+    int http11;                      /* the client speaks HTTP/1.1 (may get a 100 probe) */
+    int probed;                      /* mu: the 100 probe was sent */
     int refs;                        /* mu */
     int n_left;                      /* mu: submitted inputs without their final event */
     emb_input *in;                   /* [n_in] */
@@ -43,17 +57,17 @@ struct emb_job {
     float *vecs;                     /* [n_in][dim] */
 };
 
-/* The request as parsed. */
-typedef struct emb_req {
-    const char *model;
-    int base64, normalize, add_special, dimensions, truncate;
-} emb_req;
-
 static void job_free(emb_job *j) {
+    xi_server *s = j->s;
+    pthread_mutex_lock(&s->mu);
+    if (j->prev) j->prev->next = j->next;
+    else if (s->embs == j) s->embs = j->next;
+    if (j->next) j->next->prev = j->prev;
+    s->n_jobs--;
+    pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < j->n_in; i++) free(j->in[i].ids);
     free(j->in);
     free(j->vecs);
-    pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -92,7 +106,10 @@ static void on_output(void *user, const xi_output *o) {
     in->done = 1;
     j->n_left--;
     int left = --j->refs;
-    pthread_cond_broadcast(&j->cv);
+    if (j->suspended && j->n_left == 0) {
+        j->suspended = 0;
+        MHD_resume_connection(j->conn);
+    }
     pthread_mutex_unlock(&j->mu);
     if (!left) job_free(j);
 }
@@ -235,24 +252,6 @@ static void abort_all(emb_job *j) {
     }
 }
 
-/* Wait for every input's vector. Returns 1 when the client left or the server closes. */
-static int wait_all(emb_job *j, struct MHD_Connection *c) {
-    pthread_mutex_lock(&j->mu);
-    while (j->n_left > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-        if (j->n_left > 0 && (atomic_load(&j->s->closing) || xi_srv_peer_closed(c, 1, NULL))) {
-            pthread_mutex_unlock(&j->mu);
-            return 1;
-        }
-    }
-    pthread_mutex_unlock(&j->mu);
-    return 0;
-}
-
 /* OpenAI's base64 form: the float32 values' little-endian bytes. */
 static json_t *base64_of(const float *v, int n) {
     const size_t nb = (size_t)n * 4;
@@ -302,7 +301,64 @@ static int served(xi_server *s, const char *name) {
     return !name;
 }
 
-static enum MHD_Result handle(xi_server *s, struct MHD_Connection *c, const char *body, size_t len) {
+/* Every vector is in: the body, or the error of the first input the engine did not finish. */
+static enum MHD_Result answer(emb_job *j) {
+    xi_oai_error e;
+    for (int i = 0; i < j->n_in; i++)
+        if (j->in[i].finish != XI_FINISH_STOP) {
+            xi_oai_fail(&e, j->in[i].finish == XI_FINISH_ABORT ? 503 : 500, NULL,
+                        "input[%d]: the engine %s the request", i,
+                        j->in[i].finish == XI_FINISH_ABORT ? "aborted" : "failed");
+            return xi_srv_respond_error(j->conn, &e);
+        }
+    if (j->s->cfg.log_requests) xi_srv_log("Embeddings request: %d input(s), dimensions=%d", j->n_in, j->dim);
+    json_t *out = body_of(j, &j->req);
+    char *text = out ? json_dumps(out, JSON_COMPACT) : NULL;
+    json_decref(out);
+    return xi_srv_respond(j->conn, MHD_HTTP_OK, "application/json", text);
+}
+
+enum MHD_Result xi_embeddings_resume(emb_job *j) {
+    pthread_mutex_lock(&j->mu);
+    const int done = j->n_left == 0, gone = j->gone || atomic_load(&j->s->closing);
+    const int parked = !done && !gone;
+    /* the first wait returns without suspending, as completion.c's plain answers do, so that
+     * a client that half-closed still meets its EOF once resumed */
+    const int suspend = parked && j->deferred;
+    if (parked) j->deferred = 1;
+    if (suspend) j->suspended = 1;
+    pthread_mutex_unlock(&j->mu);
+    if (suspend) MHD_suspend_connection(j->conn);
+    if (parked) return MHD_YES;
+    if (!done) {
+        abort_all(j);
+        return MHD_NO;
+    }
+    return answer(j);
+}
+
+void xi_embeddings_connection_done(emb_job *j, int ok) {
+    if (!ok) abort_all(j);
+    job_release(j);
+}
+
+void xi_embeddings_watch(xi_server *s, int closing) {
+    pthread_mutex_lock(&s->mu);
+    for (emb_job *j = s->embs; j; j = j->next) {
+        pthread_mutex_lock(&j->mu);
+        if (j->suspended && (closing || xi_srv_peer_closed(j->conn, 1, j->http11 ? &j->probed : NULL))) {
+            j->gone = 1;
+            j->suspended = 0;
+            MHD_resume_connection(j->conn);
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+enum MHD_Result xi_embeddings_handle(xi_server *s, struct MHD_Connection *c, int http11,
+                                     const char *body, size_t len, emb_job **out) {
+    *out = NULL;
     xi_oai_error e;
     if (!s->cfg.pooling) {
         xi_oai_fail(&e, 400, NULL, "The model does not support Embeddings API (it is served as a generative model; start it with --runner pooling)");
@@ -320,67 +376,45 @@ static enum MHD_Result handle(xi_server *s, struct MHD_Connection *c, const char
         return MHD_NO;
     }
     pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
     j->s = s;
     j->eng = atomic_load(&s->engine);
-    j->refs = 1; /* this handler's */
-    emb_req r;
+    j->conn = c;
+    j->http11 = http11;
+    j->refs = 1; /* this handler's; the connection's once it outlives this call */
+    /* counted among the server's requests in flight until freed: a graceful shutdown waits */
+    pthread_mutex_lock(&s->mu);
+    j->next = s->embs;
+    if (s->embs) s->embs->prev = j;
+    s->embs = j;
+    s->n_jobs++;
+    pthread_mutex_unlock(&s->mu);
+    emb_req *r = &j->req;
     enum MHD_Result ret;
-    if (parse_request(s, root, &r, &e)) goto fail;
-    if (!served(s, r.model)) {
-        xi_oai_fail(&e, 404, "model", "The model `%s` does not exist.", r.model);
+    if (parse_request(s, root, r, &e)) goto fail;
+    if (!served(s, r->model)) {
+        xi_oai_fail(&e, 404, "model", "The model `%s` does not exist.", r->model);
         goto fail;
     }
-    if (parse_inputs(j, json_object_get(root, "input"), &r, &e)) goto fail;
-    j->dim = r.dimensions ? r.dimensions : s->info.hidden_size;
+    r->model = NULL; /* root goes before the answer */
+    if (parse_inputs(j, json_object_get(root, "input"), r, &e)) goto fail;
+    j->dim = r->dimensions ? r->dimensions : s->info.hidden_size;
     j->vecs = calloc((size_t)j->n_in * (size_t)j->dim, sizeof *j->vecs);
     if (!j->vecs) {
         xi_oai_fail(&e, 500, NULL, "out of memory");
         goto fail;
     }
     for (int i = 0; i < j->n_in; i++) j->in[i].vec = j->vecs + (size_t)i * (size_t)j->dim;
-    if (submit_all(j, &r, &e)) {
+    if (submit_all(j, r, &e)) {
         abort_all(j);
         goto fail;
     }
-    if (wait_all(j, c)) {
-        abort_all(j);
-        json_decref(root);
-        job_release(j);
-        return MHD_NO;
-    }
-    for (int i = 0; i < j->n_in; i++)
-        if (j->in[i].finish != XI_FINISH_STOP) {
-            xi_oai_fail(&e, j->in[i].finish == XI_FINISH_ABORT ? 503 : 500, NULL,
-                        "input[%d]: the engine %s the request", i,
-                        j->in[i].finish == XI_FINISH_ABORT ? "aborted" : "failed");
-            goto fail;
-        }
-    if (s->cfg.log_requests) xi_srv_log("Embeddings request: %d input(s), dimensions=%d", j->n_in, j->dim);
-    json_t *out = body_of(j, &r);
-    char *text = out ? json_dumps(out, JSON_COMPACT) : NULL;
-    json_decref(out);
-    ret = xi_srv_respond(c, MHD_HTTP_OK, "application/json", text);
     json_decref(root);
-    job_release(j);
-    return ret;
+    *out = j; /* the connection's reference from now on */
+    return xi_embeddings_resume(j);
 fail:
     ret = xi_srv_respond_error(c, &e);
     json_decref(root);
     job_release(j);
-    return ret;
-}
-
-/* Counted among the server's requests in flight, so a graceful shutdown waits for it. */
-enum MHD_Result xi_embeddings_handle(xi_server *s, struct MHD_Connection *c, const char *body,
-                                     size_t len) {
-    pthread_mutex_lock(&s->mu);
-    s->n_jobs++;
-    pthread_mutex_unlock(&s->mu);
-    enum MHD_Result ret = handle(s, c, body, len);
-    pthread_mutex_lock(&s->mu);
-    s->n_jobs--;
-    pthread_mutex_unlock(&s->mu);
     return ret;
 }
 

@@ -9,10 +9,20 @@
 #include <stddef.h>
 
 typedef struct xi_server xi_server;
+typedef struct emb_job emb_job;
 
-/* Parse, submit one pooling request per input, wait on this connection's thread, answer. */
-enum MHD_Result xi_embeddings_handle(xi_server *s, struct MHD_Connection *c, const char *body,
-                                     size_t len);
+/* Parse, submit one pooling request per input and answer once every vector is in, without
+ * waiting on this thread: sets *job when the job outlives this call (the connection is then
+ * suspended until the answer is ready); the connection passes it to xi_embeddings_resume when
+ * resumed and to xi_embeddings_connection_done when the request ends. */
+enum MHD_Result xi_embeddings_handle(xi_server *s, struct MHD_Connection *c, int http11,
+                                     const char *body, size_t len, emb_job **job);
+/* The connection of job was resumed: queue the answer when complete, else suspend again. */
+enum MHD_Result xi_embeddings_resume(emb_job *job);
+/* The connection holding job ended (ok: the response was sent completely). */
+void xi_embeddings_connection_done(emb_job *job, int ok);
+/* Watchdog: resume suspended embedding jobs whose client is gone, or all of them if closing. */
+void xi_embeddings_watch(xi_server *s, int closing);
 
 /* Choose the runner: "generate" → 0, "pooling" → 1, "auto" → 1 for a sentence-transformers
  * last-token folder, else 0; -1 with err for a folder whose pooling xinfer does not run. */

@@ -313,6 +313,7 @@ typedef struct conn_state {
     int busy;                        /* the parse budget could not take the body: drained, then 503 */
     int64_t charged;                 /* bytes charged to the parse budget, returned when parsed */
     xi_job *job;                     /* job answering this request, released when it completes */
+    emb_job *emb;                    /* the same for /v1/embeddings */
 } conn_state;
 
 static void drop_body(conn_state *st) {
@@ -543,7 +544,7 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
     case R_TOKENIZER_INFO: return xi_tokenizer_info_handle(s, c);
     case R_LOAD: /* vLLM's --enable-server-load-tracking: requests being answered */
         return respond_json(c, json_pack("{s:i}", "server_load", s->cfg.server_load_tracking ? xi_server_in_flight(s) : 0));
-    case R_EMBEDDINGS: return xi_embeddings_handle(s, c, body, st->len);
+    case R_EMBEDDINGS: return xi_embeddings_handle(s, c, st->http11, body, st->len, &st->emb);
     default: return MHD_NO;
     }
 }
@@ -581,6 +582,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (st->job) return xi_job_resume(st->job); /* a suspended answer was resumed */
+    if (st->emb) return xi_embeddings_resume(st->emb);
     if (st->answered) return MHD_YES;
     st->answered = 1;
     xi_guard_phase(s, c, XI_CONN_BUSY);
@@ -599,6 +601,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     xi_guard_phase(cls, c, XI_CONN_IDLE); /* keep-alive: the next request's clock starts */
     xi_srv_uncharge(cls, st->charged);
     if (st->job) xi_job_connection_done(st->job, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    if (st->emb) xi_embeddings_connection_done(st->emb, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     free(st->body);
     free(st);
     *con_cls = NULL;

@@ -30,7 +30,8 @@ struct xi_server {
     long created;                    /* start time for /v1/models */
     pthread_mutex_t mu;              /* guards jobs, n_jobs, rng */
     xi_job *jobs;                    /* live completion jobs (intrusive list) */
-    int n_jobs;                      /* + /v1/embeddings requests being answered */
+    struct emb_job *embs;            /* live /v1/embeddings jobs (embeddings.c, intrusive list) */
+    int n_jobs;                      /* + /v1/embeddings jobs */
     uint64_t rng;                    /* request id generator (xorshift) */
     pthread_mutex_t conn_mu;         /* guards conns, n_conns */
     xi_conn *conns_head, *conns_tail; /* every open socket, oldest first */
