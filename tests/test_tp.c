@@ -104,7 +104,14 @@ static void greedy_equal(const char *rel, int tp, const char *quant) {
 TEST(test_tp2_stories260K_greedy_equals_tp1) { greedy_equal("models/stories260K", 2, NULL); }
 TEST(test_tp4_stories260K_greedy_equals_tp1) { greedy_equal("models/stories260K", 4, NULL); }
 TEST(test_tp2_stories260K_awq_greedy_equals_tp1) { greedy_equal("models/stories260K-awq", 2, NULL); }
-TEST(test_tp2_stories260K_int8_greedy_equals_tp1) { greedy_equal("models/stories260K", 2, "int8"); }
+/* int8 weights in the exact precision: with int8 activations, a rank's slice of down's input
+ * (172 / 2 = 86 here) starts mid-way through a 32-value activation block, so its blocks are
+ * quantized differently from -tp 1's and greedy ids may part at a near tie. */
+TEST(test_tp2_stories260K_int8_greedy_equals_tp1) {
+    setenv("XINFER_KERNEL_PRECISION", "exact", 1);
+    greedy_equal("models/stories260K", 2, "int8");
+    unsetenv("XINFER_KERNEL_PRECISION");
+}
 
 /* Every row's logits of a 19-token prompt then 3 decode steps, -tp N against -tp 1. */
 static double prompt_logits_diff(const char *rel, int tp) {
