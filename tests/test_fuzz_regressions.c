@@ -127,6 +127,24 @@ TEST(test_fuzz_plan_rejects_shapes_that_overflow) {
     CHECKF(xi_plan_compute(&m, xi_plan_device_at(0), &p, &r, err, sizeof err) == 0, "%s", err);
 }
 
+/* fuzz_config: a Qwen3 (q/k norm) shape with head_dim 2^30 and one head counted the norm
+ * weights as 2 * head_dim in int, which overflows. */
+TEST(test_fuzz_plan_counts_qk_norm_of_huge_head_dim) {
+    const char *dir = write_config(
+        "{\"architectures\":[\"Qwen3ForCausalLM\"],\"hidden_size\":1,\"intermediate_size\":1,"
+        "\"num_hidden_layers\":1,\"num_attention_heads\":1,\"head_dim\":1073741824,"
+        "\"vocab_size\":1,\"max_position_embeddings\":1}");
+    CHECK(dir);
+    xi_plan_model m;
+    char err[256] = "";
+    CHECKF(xi_plan_model_load(dir, &m, err, sizeof err) == 0, "%s", err);
+    xi_plan_params p;
+    xi_plan_params_default(&p);
+    xi_plan r;
+    (void)xi_plan_compute(&m, xi_plan_device_at(0), &p, &r, err, sizeof err);
+    CHECK(r.w.params_other >= 2LL * 1073741824);
+}
+
 /* fuzz_tokenizer_load: a post-processor special token whose id is a hole of the vocabulary
  * (below the highest id, but naming no token) loaded, so encode emitted an id that decode
  * rejects. Such a tokenizer.json is now refused at load, naming the file and the id. */

@@ -95,7 +95,7 @@ static void count_weights(const xi_plan_model *m, xi_plan_quant q, xi_plan_weigh
     const int64_t n_moe = m->experts ? m->moe_layers : 0, n_dense = m->layers - n_moe;
     int64_t e_meta = 0, e_bytes = m->experts ? expert_bytes(m, q, (int)wb, &e_meta) : 0;
     const int64_t e_params = 3 * h * m->moe_intermediate;
-    int64_t layer_other = 2 * h + (m->attention_bias ? qd + 2 * kvd : 0) + (m->qk_norm ? 2 * m->head_dim : 0);
+    int64_t layer_other = 2 * h + (m->attention_bias ? qd + 2 * kvd : 0) + (m->qk_norm ? 2LL * m->head_dim : 0);
     w->params_linear = dense_params * n_dense + (attn_params + e_params * m->experts) * n_moe;
     w->params_embed = (int64_t)m->vocab * h;
     w->params_lm_head = m->tied ? 0 : (int64_t)m->vocab * h;
