@@ -5,6 +5,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/matmul_tile.h"
+#include "kernels/qtypes.h"
 
 typedef struct {
     void *p[XI_SCRATCH_SLOTS];
@@ -60,11 +61,24 @@ static void matmul_task(void *ctx, int ith, int nth) {
     const matmul_job *j = ctx;
     long b, e;
     const xi_qx *qx = NULL; /* int8 tables: x quantized once per job and thread */
+    const void *ga = NULL;  /* and for GGML weights, in the format of ga_fmt */
+    int ga_fmt = -1;
+    size_t ga_stride = 0;
     for (int i = 0; i < j->n; i++) {
         const xi_linear *l = &j->l[i];
         const int64_t n_out = l->w->n_out;
         xi_split_range((long)n_out, ith, nth, 16, &b, &e);
         if (b >= e) continue;
+        if (l->w->dtype == XI_GGML && j->ops->matmul_gq) {
+            if (!ga || ga_fmt != (int)l->w->qtype->act) {
+                ga = xi_gq_quantize(l->w, j->x, l->w->n_in, j->rows, &ga_stride);
+                ga_fmt = (int)l->w->qtype->act;
+            }
+            if (ga) {
+                j->ops->matmul_gq(l->y, n_out, ga, ga_stride, j->rows, l->w, b, e);
+                goto bias;
+            }
+        }
         const int bs = j->ops->matmul_q ? xi_qdot_block(l->w) : 0;
         if (bs && (!qx || qx->bs != bs))
             qx = xi_qx_quantize(j->ops, j->x, l->w->n_in, j->rows, l->w->n_in, bs);
@@ -74,6 +88,7 @@ static void matmul_task(void *ctx, int ith, int nth) {
             j->ops->matmul_q(l->y, n_out, qx, j->rows, l->w, b, e);
         else
             j->ops->matmul(l->y, n_out, j->x, l->w->n_in, j->rows, l->w, b, e);
+    bias:
         if (l->bias)
             for (int64_t r = 0; r < j->rows; r++)
                 for (long c = b; c < e; c++) l->y[r * n_out + c] += l->bias[c];
@@ -118,6 +133,7 @@ void xi_matmul_add(xi_pool *pool, const xi_ops *ops, float *residual, float *y, 
 }
 
 int xi_weight_block_for(const xi_ops *ops, const xi_weight *w) {
+    if (w->dtype == XI_GGML) return 0; /* kept as stored */
     if (ops->matmul_q && ops->weight_block && (w->dtype == XI_Q8 || w->dtype == XI_Q4_AWQ))
         return xi_weight_dot_fits(w) ? XI_BLOCK_DOT : 0;
     if (w->dtype == XI_Q4_AWQ) {
@@ -129,6 +145,11 @@ int xi_weight_block_for(const xi_ops *ops, const xi_weight *w) {
 
 void xi_weight_row(const xi_weight *w, int64_t row, float *out) {
     const int64_t n = w->n_in;
+    if (w->dtype == XI_GGML) {
+        const size_t rb = xi_qtype_row_bytes(w->qtype, n);
+        xi_qtype_dequant_row(w->qtype, (const char *)w->data + (size_t)row * rb, out, n);
+        return;
+    }
     if (w->block && w->dtype != XI_Q4_AWQ) { /* blocked: the row's elements are block apart */
         for (int64_t k = 0; k < n; k++) {
             const int64_t i = xi_weight_index(w, row, k);

@@ -53,7 +53,14 @@
  *           (n%8) 4 + k%4 holds W[n, k] in its low nibble when k % 8 < 4, its high nibble
  *           otherwise (a mask and a shift give inputs k0..k0+3 and k0+4..k0+7).
  *   Scales and zero points keep their layouts.
+ * GGML (any ggml block type xi_qtype_supported accepts; qtype says which): data = [n_out]
+ *   rows of xi_qtype_row_bytes(qtype, n_in) bytes each, exactly as a GGUF file stores them
+ *   (the loader maps or copies them unchanged; n_in is a whole number of the type's blocks).
+ *   The int8 tables compute them with matmul_gq from activations quantized to the type's
+ *   activation format (qtype->act, llama.cpp's vec_dot_type) and integer dot products, the
+ *   exact tables dequantize a row at a time (xi_qtype_dequant_row) and take fp32 dots.
  * Buffers are owned by whoever built the weight (the model loader). */
+struct xi_qtype;
 typedef struct xi_weight {
     xi_dtype dtype;
     int64_t n_out, n_in;
@@ -63,6 +70,7 @@ typedef struct xi_weight {
     int group_size;
     int block; /* 0: row-major; 8 (F32/F16/BF16/Q8) or 16 (Q4_AWQ): blocked layouts above;
                   XI_BLOCK_DOT (Q8, Q4_AWQ): the dot layout */
+    const struct xi_qtype *qtype; /* GGML: the block type */
 } xi_weight;
 
 #define XI_BLOCK_DOT 32
@@ -167,7 +175,25 @@ struct xi_ops {
     /* int8 tables: one block of n inputs quantized as xi_qx defines, bitwise
      * xi_qx_quantize_block_ref (NULL: that one). */
     void (*quantize_block)(int8_t *q, float *d, int32_t *s, const float *x, int64_t n);
+    /* int8 tables: y[r * ldy + n] for a GGML weight, n in [n0, n1), from rows quantized to
+     * w->qtype->act (row r at act + r * act_stride bytes, xi_qtype_quantize_act), bitwise
+     * xi_matmul_gq_ref; NULL in exact tables. */
+    void (*matmul_gq)(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
+                      const xi_weight *w, int64_t n0, int64_t n1);
 };
+
+/* The integer matmul of GGML weights, the scalar oracle: xi_qtype_dot_ref per output
+ * (gq.c). Every variant's matmul_gq reproduces it bit for bit. */
+void xi_matmul_gq_ref(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
+                      const xi_weight *w, int64_t n0, int64_t n1);
+/* The fp32 matmul of GGML weights (exact tables, every variant): row n dequantized, then
+ * sum_k x[k] * W[n, k] in index order. */
+void xi_matmul_gq_exact(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
+                        const xi_weight *w, int64_t n0, int64_t n1);
+/* Rows x[r * ldx ...] of w->n_in inputs quantized to w->qtype->act into this thread's scratch
+ * (slot 5); *stride gets the bytes per row. NULL when the scratch cannot be allocated. */
+const void *xi_gq_quantize(const xi_weight *w, const float *x, int64_t ldx, int64_t rows,
+                           size_t *stride);
 
 const xi_ops *xi_ops_ref(void);
 /* ISA variants; call only when the CPU has the instructions (xi_ops_select checks). */
@@ -177,12 +203,16 @@ const xi_ops *xi_ops_avx2(void); /* AVX2 + FMA + F16C */
 void xi_matmul_q_avx2(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                       int64_t n0, int64_t n1);
 void xi_qx_quantize_block_avx2(int8_t *q, float *d, int32_t *s, const float *x, int64_t n);
+void xi_matmul_gq_avx2(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
+                       const xi_weight *w, int64_t n0, int64_t n1);
 #endif
 #if defined(__aarch64__)
 const xi_ops *xi_ops_neon(void); /* ARMv8.2-A NEON + fp16 + dotprod */
 void xi_matmul_q_neon(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                       int64_t n0, int64_t n1);
 void xi_qx_quantize_block_neon(int8_t *q, float *d, int32_t *s, const float *x, int64_t n);
+void xi_matmul_gq_neon(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
+                       const xi_weight *w, int64_t n0, int64_t n1);
 #endif
 /* The variant for this CPU, honouring XINFER_KERNELS; NULL when the override names a variant
  * this build or CPU lacks (err says which). */
@@ -244,10 +274,10 @@ int xi_weight_block_for(const xi_ops *ops, const xi_weight *w);
 /* ---- helpers shared by all variants (kernels.c) ---- */
 
 /* This thread's scratch buffer `slot` (0..XI_SCRATCH_SLOTS-1: 0, 1 the tiled matmul's, 2..4
- * the quantized x of qdot.c) of at least `bytes`, 64-byte aligned; it grows to the largest
+ * the quantized x of qdot.c, 5 that of gq.c, 6 gq.c's dequantized row) of at least `bytes`, 64-byte aligned; it grows to the largest
  * need once and is then reused, so steady-state steps allocate nothing, and is freed at
  * thread exit. NULL when out of memory. */
-#define XI_SCRATCH_SLOTS 5
+#define XI_SCRATCH_SLOTS 7
 void *xi_kernel_scratch(int slot, size_t bytes);
 
 /* y = x W^T (+ bias), split across the pool along output columns. bias may be NULL. */

@@ -175,10 +175,11 @@ static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int
 
 static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                           const xi_weight *w, int64_t n0, int64_t n1) {
-    if (w->block == XI_BLOCK_DOT || (w->dtype == XI_Q4_AWQ &&
+    if (w->dtype == XI_GGML || w->block == XI_BLOCK_DOT || (w->dtype == XI_Q4_AWQ &&
         (w->group_size <= 0 || w->group_size % 8 || w->n_in % w->group_size))) {
         /* Only AWQ group sizes that are multiples of 8 have a vector path; the dot layout
-         * is the integer path's (fp32 activations read it through ref's loop). */
+         * and the GGML blocks are the integer path's (fp32 activations read them through
+         * ref's loop). */
         xi_ops_ref()->matmul(y, ldy, x, ldx, rows, w, n0, n1);
         return;
     }

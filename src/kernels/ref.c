@@ -27,6 +27,10 @@ static inline float weight_at(const xi_weight *w, int64_t n, int64_t k) {
 
 static void ref_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                        const xi_weight *w, int64_t n0, int64_t n1) {
+    if (w->dtype == XI_GGML) {
+        xi_matmul_gq_exact(y, ldy, x, ldx, rows, w, n0, n1);
+        return;
+    }
     for (int64_t r = 0; r < rows; r++)
         for (int64_t n = n0; n < n1; n++) {
             float acc = 0.0f;
@@ -108,6 +112,7 @@ static const xi_ops ref_int8 = {
     .rmsnorm = ref_rmsnorm,
     .silu_mul = ref_silu_mul,
     .matmul_q = xi_matmul_q_ref,
+    .matmul_gq = xi_matmul_gq_ref,
 };
 
 const xi_ops *xi_ops_ref(void) { return &ref_ops; }

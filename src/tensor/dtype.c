@@ -12,6 +12,7 @@ static const struct {
     [XI_I16] = {"i16", "I16", 2},   [XI_I32] = {"i32", "I32", 4},
     [XI_I64] = {"i64", "I64", 8},   [XI_BOOL] = {"bool", "BOOL", 1},
     [XI_Q4_AWQ] = {"awq-int4", NULL, 0}, [XI_Q8] = {"int8", NULL, 0},
+    [XI_GGML] = {"ggml", NULL, 0},
 };
 
 size_t xi_dtype_size(xi_dtype t) { return (unsigned)t < XI_DTYPE_COUNT ? info[t].size : 0; }

@@ -19,6 +19,7 @@ typedef enum xi_dtype {
     XI_BOOL,
     XI_Q4_AWQ, /* AWQ int4, repacked: see kernels/kernels.h xi_weight */
     XI_Q8,     /* int8 per output channel + f32 scale */
+    XI_GGML,   /* a ggml block type, rows as stored in a GGUF file: see kernels/kernels.h */
     XI_DTYPE_COUNT
 } xi_dtype;
 

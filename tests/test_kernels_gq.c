@@ -1,0 +1,213 @@
+/* GGML block-format weights in the kernels (dtype GGML): every variant's integer matmul is
+ * bitwise the scalar oracle (xi_qtype_dot_ref per output) for every supported type, on the
+ * real llama.cpp-quantized llama256 tensors and on synthetic blocks at the integer extremes;
+ * the threaded matmul gives the same bits for any thread count and column split; the exact
+ * tables' fp32 path is dequantize + dot; and the integer path stays within 8-bit activation
+ * error of it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "base/pool.h"
+#include "kernel_util.h"
+#include "kernels/qtypes.h"
+#include "model/gguf.h"
+#include "test.h"
+
+static int int8_variants(const xi_ops **out) {
+    const int n = xi_ops_available(out, 8);
+    for (int i = 0; i < n; i++) out[i] = xi_ops_precision(out[i], "int8", NULL, 0);
+    return n;
+}
+
+/* The llama256 files of every quantized type the kernels compute (their 2-D tensors are all
+ * of that type: quantized --pure). */
+static const char *const FILES[] = {"q8_0", "q4_0",   "q4_1",   "q5_0", "q5_1", "iq4_nl", "q2_k",
+                                    "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"};
+
+static xi_weight gguf_weight(const xi_gguf_tensor *t, int64_t n_out) {
+    return (xi_weight){.dtype = XI_GGML, .n_out = n_out, .n_in = t->ne[0], .data = t->data,
+                       .qtype = t->type};
+}
+
+/* y of `rows` rows through matmul_gq of ops, columns [n0, n1), x quantized as kernels.c does. */
+static void run_gq(const xi_ops *ops, float *y, const float *x, int64_t rows, const xi_weight *w,
+                   int64_t n0, int64_t n1) {
+    size_t stride;
+    const void *a = xi_gq_quantize(w, x, w->n_in, rows, &stride);
+    ops->matmul_gq(y, w->n_out, a, stride, rows, w, n0, n1);
+}
+
+static int same_bits(const float *a, const float *b, int64_t n, int64_t *at) {
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], 4)) {
+            *at = i;
+            return 0;
+        }
+    return 1;
+}
+
+TEST(test_kernels_gq_every_variant_matches_ref_on_llama256_tensors) {
+    const xi_ops *ops[8];
+    const int nv = int8_variants(ops);
+    char err[512] = "";
+    const char *tensors[] = {"blk.0.attn_q.weight", "blk.0.ffn_down.weight"};
+    const int64_t rows_list[] = {1, 2, 3, 4, 5, 9, 17};
+    for (size_t f = 0; f < XI_ARRAY_LEN(FILES); f++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "gguf/llama256-random-%s.gguf", FILES[f]);
+        xi_gguf *g = xi_gguf_open(xi_test_data(rel), err, sizeof err);
+        CHECKF(g, "%s", err);
+        for (size_t ti = 0; ti < XI_ARRAY_LEN(tensors); ti++) {
+            const xi_gguf_tensor *t = xi_gguf_find_tensor(g, tensors[ti]);
+            CHECK(t && t->n_dims == 2 && t->type->unpack);
+            const int64_t N = XI_MIN((int64_t)45, t->ne[1]), K = t->ne[0];
+            const xi_weight w = gguf_weight(t, N);
+            for (size_t ri = 0; ri < XI_ARRAY_LEN(rows_list); ri++) {
+                const int64_t R = rows_list[ri];
+                float *x = rand_vec(R * K), *want = calloc((size_t)(R * N), 4),
+                      *got = calloc((size_t)(R * N), 4);
+                run_gq(xi_ops_precision(xi_ops_ref(), "int8", NULL, 0), want, x, R, &w, 0, N);
+                for (int v = 0; v < nv; v++) {
+                    /* whole, and a split at odd columns */
+                    const int64_t cuts[][2] = {{0, N}, {0, 7}, {7, 30}, {30, N}};
+                    memset(got, 0xff, (size_t)(R * N) * 4);
+                    for (size_t c = 1; c < XI_ARRAY_LEN(cuts); c++)
+                        run_gq(ops[v], got, x, R, &w, cuts[c][0], cuts[c][1]);
+                    int64_t at = 0;
+                    CHECKF(same_bits(want, got, R * N, &at), "%s %s %s rows %lld: y[%lld] %a vs ref %a",
+                           ops[v]->name, FILES[f], tensors[ti], (long long)R, (long long)at,
+                           got[at], want[at]);
+                    run_gq(ops[v], got, x, R, &w, 0, N);
+                    CHECKF(same_bits(want, got, R * N, &at), "%s %s whole: y[%lld]", ops[v]->name,
+                           FILES[f], (long long)at);
+                }
+                free(x);
+                free(want);
+                free(got);
+            }
+        }
+        xi_gguf_close(g);
+    }
+}
+
+/* Random blocks with sane scales, at the extremes: every byte random (Q8_0 codes include
+ * -128, nibbles 0 and 15), activations all +-max, so int16 pair sums and int32 block sums
+ * sit at their largest. */
+static void set_f16(uint8_t *p, float v) {
+    const uint16_t h = xi_f32_to_f16(v);
+    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+}
+
+static void fix_scales(const xi_qtype *t, uint8_t *blk) {
+    switch (t->id) {
+    case XI_GGML_Q2_K: set_f16(blk + 80, 0.01f), set_f16(blk + 82, 0.02f); break;
+    case XI_GGML_Q3_K: set_f16(blk + 108, 0.01f); break;
+    case XI_GGML_Q6_K: set_f16(blk + 208, 0.003f); break;
+    case XI_GGML_Q4_K:
+    case XI_GGML_Q5_K: set_f16(blk, 0.004f), set_f16(blk + 2, -0.002f); break;
+    case XI_GGML_Q4_1:
+    case XI_GGML_Q5_1: set_f16(blk, 0.05f), set_f16(blk + 2, -0.3f); break;
+    default: set_f16(blk, 0.05f); break;
+    }
+}
+
+TEST(test_kernels_gq_every_variant_matches_ref_at_integer_extremes) {
+    const xi_ops *ops[8];
+    const int nv = int8_variants(ops);
+    const int ids[] = {XI_GGML_Q8_0, XI_GGML_Q4_0, XI_GGML_Q4_1,   XI_GGML_Q5_0, XI_GGML_Q5_1,
+                       XI_GGML_Q2_K, XI_GGML_Q3_K, XI_GGML_Q4_K,   XI_GGML_Q5_K, XI_GGML_Q6_K,
+                       XI_GGML_IQ4_NL};
+    for (size_t i = 0; i < XI_ARRAY_LEN(ids); i++) {
+        const xi_qtype *t = xi_qtype_get(ids[i]);
+        /* three blocks of 256 or 13 of 32: odd block counts per row */
+        const int64_t K = t->block == 256 ? 3 * 256 : 13 * 32, N = 19, R = 6;
+        const size_t rb = xi_qtype_row_bytes(t, K);
+        uint8_t *data = malloc(rb * (size_t)N);
+        for (size_t b = 0; b < rb * (size_t)N; b++) data[b] = (uint8_t)rnd();
+        if (ids[i] == XI_GGML_Q8_0) /* every code -128 in row 0, 127 in row 1 */
+            for (int64_t k = 0; k < K / 32; k++) {
+                memset(data + (size_t)k * 34 + 2, 0x80, 32);
+                memset(data + rb + (size_t)k * 34 + 2, 0x7f, 32);
+            }
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t b = 0; b < K / t->block; b++)
+                fix_scales(t, data + (size_t)n * rb + (size_t)b * (size_t)t->block_bytes);
+        const xi_weight w = {.dtype = XI_GGML, .n_out = N, .n_in = K, .data = data, .qtype = t};
+        float *x = malloc((size_t)(R * K) * 4), *want = malloc((size_t)(R * N) * 4),
+              *got = malloc((size_t)(R * N) * 4);
+        for (int64_t k = 0; k < R * K; k++) {
+            const int64_t r = k / K;
+            x[k] = r == 0 ? 1.0f : r == 1 ? -1.0f : r == 2 ? (k % 2 ? 2.0f : -2.0f) : frand();
+        }
+        run_gq(xi_ops_precision(xi_ops_ref(), "int8", NULL, 0), want, x, R, &w, 0, N);
+        for (int v = 0; v < nv; v++) {
+            run_gq(ops[v], got, x, R, &w, 0, N);
+            int64_t at = 0;
+            CHECKF(same_bits(want, got, R * N, &at), "%s %s: y[%lld] %a vs ref %a", ops[v]->name,
+                   t->name, (long long)at, got[at], want[at]);
+        }
+        free(data);
+        free(x);
+        free(want);
+        free(got);
+    }
+}
+
+/* Through xi_matmul (the pool splits columns), 1 and 2 threads, int8 and exact tables: the
+ * same bits as one call of the table's kernel over every column; and the integer path within
+ * the 8-bit activation error of the exact (dequantize + fp32) path. */
+TEST(test_kernels_gq_threads_do_not_change_bits_and_int8_tracks_exact) {
+    char err[512] = "";
+    xi_gguf *g = xi_gguf_open(xi_test_data("gguf/llama256-random-q4_k_m.gguf"), err, sizeof err);
+    CHECKF(g, "%s", err);
+    const xi_gguf_tensor *t = xi_gguf_find_tensor(g, "blk.0.ffn_up.weight");
+    CHECK(t && t->type->id == XI_GGML_Q4_K);
+    const int64_t N = t->ne[1], K = t->ne[0], R = 3;
+    const xi_weight w = gguf_weight(t, N);
+    float *x = rand_vec(R * K), *y1 = malloc((size_t)(R * N) * 4), *y2 = malloc((size_t)(R * N) * 4),
+          *ex = malloc((size_t)(R * N) * 4);
+    xi_pool *p1 = xi_pool_new(1), *p2 = xi_pool_new(2);
+    const xi_ops *all[8];
+    const int nv = xi_ops_available(all, 8);
+    for (int v = 0; v < nv; v++)
+        for (int prec = 0; prec < 2; prec++) {
+            const xi_ops *o = xi_ops_precision(all[v], prec ? "exact" : "int8", NULL, 0);
+            xi_matmul(p1, o, y1, x, R, &w, NULL);
+            xi_matmul(p2, o, y2, x, R, &w, NULL);
+            int64_t at = 0;
+            CHECKF(same_bits(y1, y2, R * N, &at), "%s %s: 1 vs 2 threads differ at %lld", o->name,
+                   o->precision, (long long)at);
+            if (prec) {
+                /* exact: dequantize + fp32 dot in index order */
+                float *row = malloc((size_t)K * 4);
+                for (int64_t n = 0; n < N; n += 37) {
+                    xi_weight_row(&w, n, row);
+                    for (int64_t r = 0; r < R; r++) {
+                        float acc = 0;
+                        for (int64_t k = 0; k < K; k++) acc += x[r * K + k] * row[k];
+                        CHECKF(!memcmp(&acc, &y1[r * N + n], 4), "%s exact y[%lld,%lld] %g vs %g",
+                               o->name, (long long)r, (long long)n, y1[r * N + n], acc);
+                    }
+                }
+                free(row);
+                memcpy(ex, y1, (size_t)(R * N) * 4);
+            }
+        }
+    /* the last variant's int8 y (y2 of prec 0 was overwritten: recompute) against exact */
+    xi_matmul(p2, xi_ops_precision(all[nv - 1], "int8", NULL, 0), y2, x, R, &w, NULL);
+    double err2 = 0, mag = 0;
+    for (int64_t i = 0; i < R * N; i++) err2 += (double)(y2[i] - ex[i]) * (y2[i] - ex[i]), mag += (double)ex[i] * ex[i];
+    printf("  q4_K %lldx%lld, 3 rows: int8 vs exact relative RMS %.2e\n", (long long)N, (long long)K,
+           sqrt(err2 / mag));
+    CHECKF(sqrt(err2 / mag) < 1e-2, "int8 path off by %.2e", sqrt(err2 / mag));
+    CHECK(sqrt(err2 / mag) > 0); /* it is the integer path */
+    xi_pool_free(p1);
+    xi_pool_free(p2);
+    free(x);
+    free(y1);
+    free(y2);
+    free(ex);
+    xi_gguf_close(g);
+}
