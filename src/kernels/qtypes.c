@@ -278,11 +278,14 @@ static void put_f16(uint8_t *p, float v) {
     p[1] = (uint8_t)(h >> 8);
 }
 
-/* llama.cpp's quantize_row_q8_0 / q8_1: scale amax / 127, round half away from zero. */
-static void quantize_q8_32(const float *x, uint8_t *out, int with_sum) {
+/* llama.cpp's quantize_row_q8_0 / q8_1: scale amax / 127, round half away from zero. For
+ * activations (act) the values are multiplied by 127 / amax, as llama.cpp's x86 quantizers
+ * do (llama256-random-q5_0 then gives llama.cpp's logits to 1e-4, 0.0099 with 1 / d); for
+ * weights (llama-quantize's reference quantizer) by 1 / d. */
+static void quantize_q8_32(const float *x, uint8_t *out, int with_sum, int act) {
     float amax = 0.0f;
     for (int k = 0; k < 32; k++) amax = fmaxf(amax, fabsf(x[k]));
-    float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+    float d = amax / 127.0f, id = act ? (amax ? 127.0f / amax : 0.0f) : (d ? 1.0f / d : 0.0f);
     int8_t *q = (int8_t *)(out + (with_sum ? 4 : 2));
     int sum = 0;
     for (int k = 0; k < 32; k++) {
@@ -333,8 +336,12 @@ void xi_qtype_quantize_act(xi_act_fmt f, const float *x, void *out, int64_t n) {
         if (f == XI_ACT_Q8_K)
             quantize_q8_k(x, o);
         else
-            quantize_q8_32(x, o, f == XI_ACT_Q8_1);
+            quantize_q8_32(x, o, f == XI_ACT_Q8_1, 1);
     }
+}
+
+void xi_qtype_quantize_q8_0_weights(const float *x, void *out, int64_t n) {
+    for (int64_t i = 0; i < n / 32; i++) quantize_q8_32(x + 32 * i, (uint8_t *)out + 34 * i, 0, 0);
 }
 
 float xi_qtype_dot_ref(const xi_qtype *t, const void *wrow, const void *act, int64_t n) {

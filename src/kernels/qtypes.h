@@ -91,6 +91,8 @@ int xi_act_block_bytes(xi_act_fmt f);
  * (n / block * block_bytes bytes), as llama.cpp's quantize_row_q8_{0,1,K}. For XI_ACT_F32 out
  * is a copy of x. */
 void xi_qtype_quantize_act(xi_act_fmt f, const float *x, void *out, int64_t n);
+/* A row of n weights (a multiple of 32) as Q8_0 blocks, as llama-quantize writes them. */
+void xi_qtype_quantize_q8_0_weights(const float *x, void *out, int64_t n);
 /* Integer dot reference of a weight row (type t) with an activation row already quantized to
  * t->act; for float types the fp32 dot in index order. */
 float xi_qtype_dot_ref(const xi_qtype *t, const void *wrow, const void *act, int64_t n);

@@ -80,8 +80,8 @@ static json_t *config_json(const xi_gguf *g, const xi_arch_family **fam, char *e
         xi_errf(err, errlen, "tensor token_embd.weight: missing or not 2-D");
         return NULL;
     }
-    /* Quantized files are dequantized to F32 by default: BF16 would round the dequantized
-     * weights again (measured on llama256 Q6_K: 0.022 from llama.cpp's logits, F32 0.013). */
+    /* A quantized file's quantized tensors stay in their format; the rest (norms, any float
+     * matrix) and the activations are F32, as llama.cpp computes them. */
     const char *ft = emb->type->id == XI_GGML_BF16  ? "bfloat16"
                      : emb->type->id == XI_GGML_F16 ? "float16"
                                                    : "float32";
@@ -136,7 +136,6 @@ int xi_config_load_gguf(xi_config *c, const xi_gguf *g, const char *path, char *
 struct xi_gguf_weights {
     const xi_gguf *g;
     const char *path;
-    xi_dtype deq;
     int transient, permute; /* permute: Llama's interleaved q/k rows */
     int n_heads, n_kv_heads;
     xi_st_tensor last;      /* the latest answer */
@@ -146,7 +145,7 @@ struct xi_gguf_weights {
 };
 
 xi_gguf_weights *xi_gguf_weights_new(const xi_gguf *g, const xi_config *c, const char *path,
-                                     xi_dtype deq, int transient, char *err, size_t errlen) {
+                                     int transient, char *err, size_t errlen) {
     for (int i = 0; i < xi_gguf_tensor_count(g); i++) {
         const xi_gguf_tensor *t = xi_gguf_tensor_at(g, i);
         if (!xi_qtype_supported(t->type)) {
@@ -160,7 +159,7 @@ xi_gguf_weights *xi_gguf_weights_new(const xi_gguf *g, const xi_config *c, const
         xi_errf(err, errlen, "out of memory");
         return NULL;
     }
-    *w = (xi_gguf_weights){.g = g, .path = path, .deq = deq, .transient = transient,
+    *w = (xi_gguf_weights){.g = g, .path = path, .transient = transient,
                            .permute = !strcmp(xi_gguf_get_str(g, "general.architecture"), "llama"),
                            .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads};
     return w;
@@ -204,18 +203,22 @@ static const xi_st_tensor *convert(xi_gguf_weights *w, const xi_gguf_tensor *t, 
     size_t rb = xi_qtype_row_bytes(t->type, cols);
     const char *src = (const char *)t->data + (e >= 0 ? (size_t)e * (size_t)rows * rb : 0);
     int heads = perm_heads(w, name), is_float = !t->type->unpack;
+    /* 2-D quantized tensors stay in their block format (dtype GGML): whole rows, so a Llama
+     * q/k permutation moves rows as bytes. 1-D ones (never quantized in practice) become f32. */
+    const int native = t->n_dims >= 2 && !is_float;
     w->last = (xi_st_tensor){.name = w->name, .file = w->path, .n_dims = t->n_dims == 1 ? 1 : 2};
     snprintf(w->name, sizeof w->name, "%s", name);
     if (t->n_dims == 1) w->last.shape[0] = cols;
     else w->last.shape[0] = rows, w->last.shape[1] = cols;
-    if (is_float && !heads) { /* as stored */
-        w->last.dtype = float_dtype(t->type->id);
+    if ((is_float || native) && !heads) { /* as stored */
+        w->last.dtype = native ? XI_GGML : float_dtype(t->type->id);
+        w->last.qtype = native ? t->type : NULL;
         w->last.data = src;
         w->last.nbytes = (size_t)rows * rb;
         return &w->last;
     }
-    xi_dtype out = t->n_dims == 1 ? XI_F32 : is_float ? float_dtype(t->type->id) : w->deq;
-    size_t es = xi_dtype_size(out), n = (size_t)(rows * cols);
+    xi_dtype out = t->n_dims == 1 ? XI_F32 : is_float ? float_dtype(t->type->id) : XI_GGML;
+    size_t es = xi_dtype_size(out), n = (size_t)(rows * cols), bytes = native ? (size_t)rows * rb : n * es;
     if (w->transient) free_bufs(w);
     if (w->n_bufs == w->cap_bufs) {
         int cap = w->cap_bufs ? 2 * w->cap_bufs : 16;
@@ -224,7 +227,7 @@ static const xi_st_tensor *convert(xi_gguf_weights *w, const xi_gguf_tensor *t, 
         w->bufs = b;
         w->cap_bufs = cap;
     }
-    char *dst = malloc(n * es);
+    char *dst = malloc(bytes);
     float *row = malloc((size_t)cols * sizeof *row);
     if (!dst || !row) {
         free(dst);
@@ -245,18 +248,14 @@ static const xi_st_tensor *convert(xi_gguf_weights *w, const xi_gguf_tensor *t, 
     } else {
         for (int64_t r = 0; r < rows; r++) {
             int64_t p = heads ? r % hd : 0, s = heads ? r - p + 2 * (p % half) + p / half : r;
-            if (is_float) {
-                memcpy(dst + (size_t)r * rb, src + (size_t)s * rb, rb);
-            } else {
-                xi_qtype_dequant_row(t->type, src + (size_t)s * rb, row, cols);
-                xi_from_f32(dst + (size_t)(r * cols) * es, out, row, (size_t)cols);
-            }
+            memcpy(dst + (size_t)r * rb, src + (size_t)s * rb, rb);
         }
     }
     free(row);
     w->last.dtype = out;
+    w->last.qtype = native ? t->type : NULL;
     w->last.data = dst;
-    w->last.nbytes = n * es;
+    w->last.nbytes = bytes;
     return &w->last;
 }
 

@@ -146,7 +146,7 @@ int xi_gguf_write_tensor_f32(xi_gguf_writer *w, const char *name, int type, int 
         uint8_t *dst = (uint8_t *)buf + (size_t)r * rb;
         const float *src = x + r * ne[0];
         /* ggml's Q8_0 block is the Q8_0 activation block: f16 amax / 127, rounded values. */
-        if (type == XI_GGML_Q8_0) xi_qtype_quantize_act(XI_ACT_Q8_0, src, dst, ne[0]);
+        if (type == XI_GGML_Q8_0) xi_qtype_quantize_q8_0_weights(src, dst, ne[0]);
         else xi_from_f32(dst, type == XI_GGML_F32 ? XI_F32 : type == XI_GGML_F16 ? XI_F16 : XI_BF16,
                          src, (size_t)ne[0]);
     }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "kernels/qtypes.h"
 #include "model/model_internal.h"
 
 int xi_model_own(xi_model *m, void *p, size_t bytes, int big) {
@@ -66,7 +67,8 @@ static const xi_st_tensor *bind(xi_model *m, const char *name, int nd, const int
     }
     int ok = t->n_dims == nd;
     for (int i = 0; ok && i < nd; i++) ok = t->shape[i] == shape[i];
-    if (float_only && t->dtype != XI_F32 && t->dtype != XI_F16 && t->dtype != XI_BF16) {
+    if (float_only && t->dtype != XI_F32 && t->dtype != XI_F16 && t->dtype != XI_BF16 &&
+        !(t->dtype == XI_GGML && nd == 2)) {
         shape_str(got, sizeof got, t->n_dims, t->shape);
         xi_errf(err, errlen, "%s: tensor %s: dtype %s is not supported (expected f32, f16 or bf16)",
                 t->file, name, xi_dtype_name(t->dtype));
@@ -81,8 +83,56 @@ static const xi_st_tensor *bind(xi_model *m, const char *name, int nd, const int
     return t;
 }
 
+/* A GGUF matrix in a ggml block format, kept as stored: rows [r0, r1) and, when the columns
+ * are whole blocks, columns [c0, c1) of each row (zero-copy with whole rows and mmap). A
+ * column slice that cuts a block (tensor parallelism over an ffn not divisible into blocks
+ * per rank) is dequantized into the model's float dtype instead, and says so. */
+static int load_ggml(xi_model *m, xi_weight *w, const xi_st_tensor *t, const char *name,
+                     int64_t cols, const xi_slice *sl, int zero_copy, char *err, size_t errlen) {
+    const struct xi_qtype *qt = t->qtype;
+    const int64_t R = sl->r1 - sl->r0, C = sl->c1 - sl->c0, B = qt->block;
+    const size_t rb = xi_qtype_row_bytes(qt, cols);
+    m->n_params += R * C;
+    if (sl->c0 % B == 0 && C % B == 0) {
+        const size_t cb = xi_qtype_row_bytes(qt, C), off = (size_t)(sl->c0 / B) * (size_t)qt->block_bytes;
+        *w = (xi_weight){.dtype = XI_GGML, .n_out = R, .n_in = C, .qtype = qt};
+        m->weight_bytes += (int64_t)(cb * (size_t)R);
+        if (zero_copy && C == cols) {
+            w->data = (const char *)t->data + (size_t)sl->r0 * rb;
+            return 0;
+        }
+        char *dst = own_big(m, cb * (size_t)R);
+        if (!dst) return xi_errf(err, errlen, "%s: out of memory (%zu bytes)", name, cb * (size_t)R);
+        for (int64_t r = 0; r < R; r++)
+            memcpy(dst + (size_t)r * cb, (const char *)t->data + (size_t)(sl->r0 + r) * rb + off, cb);
+        w->data = dst;
+        return 0;
+    }
+    const xi_dtype want = m->wdtype;
+    const size_t ed = xi_dtype_size(want), bytes = (size_t)(R * C) * ed;
+    *w = (xi_weight){.dtype = want, .n_out = R, .n_in = C};
+    m->weight_bytes += (int64_t)bytes;
+    char *dst = own_big(m, bytes);
+    float *row = malloc((size_t)cols * sizeof *row);
+    if (!dst || !row) {
+        free(row);
+        return xi_errf(err, errlen, "%s: out of memory (%zu bytes)", name, bytes);
+    }
+    for (int64_t r = 0; r < R; r++) {
+        xi_qtype_dequant_row(qt, (const char *)t->data + (size_t)(sl->r0 + r) * rb, row, cols);
+        xi_from_f32(dst + (size_t)(r * C) * ed, want, row + sl->c0, (size_t)C);
+    }
+    free(row);
+    w->data = dst;
+    XI_INFO("%s: columns %lld..%lld cut %s blocks of %lld: this shard is dequantized to %s",
+            name, (long long)sl->c0, (long long)sl->c1, qt->name, (long long)B,
+                xi_dtype_name(want));
+    return 0;
+}
+
 /* A float matrix [rows, cols] as an xi_weight in the model's weight dtype; with a slice
- * (tensor parallelism), only rows [r0, r1) x columns [c0, c1) of it are read and kept. */
+ * (tensor parallelism), only rows [r0, r1) x columns [c0, c1) of it are read and kept. A GGUF
+ * matrix in a ggml block format stays in it (load_ggml). */
 static int load_matrix(xi_model *m, xi_weight *w, const char *name, int64_t rows, int64_t cols,
                        const xi_slice *sl, int zero_copy, char *err, size_t errlen) {
     int64_t shape[2] = {rows, cols};
@@ -90,6 +140,7 @@ static int load_matrix(xi_model *m, xi_weight *w, const char *name, int64_t rows
     if (!t) return -1;
     const xi_slice full = {0, rows, 0, cols};
     if (!sl) sl = &full;
+    if (t->dtype == XI_GGML) return load_ggml(m, w, t, name, cols, sl, zero_copy, err, errlen);
     const int64_t R = sl->r1 - sl->r0, C = sl->c1 - sl->c0;
     xi_dtype want = m->wdtype;
     memset(w, 0, sizeof *w);
@@ -216,6 +267,9 @@ static int load_linear(xi_model *m, xi_weight *w, const char *module, int64_t ro
         int64_t shape[2] = {rows, cols};
         const xi_st_tensor *t = bind(m, name, 2, shape, 1, err, errlen);
         if (!t) return -1;
+        const xi_slice full = {0, rows, 0, cols};
+        if (t->dtype == XI_GGML) /* already quantized: kept as it is */
+            return load_ggml(m, w, t, name, cols, sl ? sl : &full, zero_copy, err, errlen);
         void *owned;
         size_t bytes;
         if (xi_shard_quantize_q8(w, t->data, t->dtype, rows, cols, sl, &owned, &bytes, err, errlen))
@@ -385,9 +439,12 @@ static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) 
         xi_errf(err, errlen, "--quantization %s: expected auto, awq, int8 or none", q);
         goto fail;
     }
+    if (gguf && !strcmp(m->quant, "none"))
+        for (int i = 0; i < xi_gguf_tensor_count(m->gguf); i++)
+            if (xi_gguf_tensor_at(m->gguf, i)->type->unpack) m->quant = "gguf"; /* vLLM's name */
     if (xi_shard_plan(m, p->comm, err, errlen)) goto fail;
     int zero_copy = p->load_format && !strcmp(p->load_format, "mmap");
-    if (gguf) m->gw = xi_gguf_weights_new(m->gguf, c, p->dir, m->wdtype, !zero_copy, err, errlen);
+    if (gguf) m->gw = xi_gguf_weights_new(m->gguf, c, p->dir, !zero_copy, err, errlen);
     else m->st = xi_st_open_dir(p->dir, err, errlen);
     if (!m->st && !m->gw) goto fail;
     char mod[256], emb_name[300], name[300];

@@ -23,6 +23,7 @@ typedef struct xi_st_tensor {
     int64_t shape[XI_ST_MAX_DIMS];
     const void *data;          /* inside the mmap; valid until xi_st_close */
     size_t nbytes;
+    const struct xi_qtype *qtype; /* dtype GGML (a GGUF tensor kept as stored): its block type */
 } xi_st_tensor;
 
 typedef struct xi_st_set xi_st_set;
