@@ -252,6 +252,97 @@ TEST(test_gguf_model_qwen3_written_by_our_writer_matches_the_fp64_reference) {
     free(path);
 }
 
+/* A copy of the GGUF file rel with every BF16 matrix whose rows are whole blocks of 32
+ * requantized to Q8_0 (3-D expert stacks too); metadata copied as is. */
+static char *requantize_q8_0(const char *rel, const char *out_name) {
+    char err[512] = "", *src = xi_test_data(rel);
+    xi_gguf *g = xi_gguf_open(src, err, sizeof err);
+    free(src);
+    if (!g) return NULL;
+    xi_gguf_writer *w = xi_gguf_writer_new(0);
+    for (int i = 0; i < xi_gguf_kv_count(g); i++) {
+        const xi_gguf_kv *kv = xi_gguf_kv_at(g, i);
+        if (kv->type == XI_GGUF_STR) {
+            xi_gguf_write_str(w, kv->key, kv->str);
+        } else if (kv->type == XI_GGUF_ARR && kv->arr_type == XI_GGUF_STR) {
+            const char **v = calloc(kv->n + 1, sizeof *v);
+            uint32_t *lens = calloc(kv->n + 1, sizeof *lens);
+            for (uint64_t k = 0; k < kv->n; k++) {
+                uint64_t len = 0;
+                v[k] = xi_gguf_arr_str(kv, k, &len);
+                lens[k] = (uint32_t)len;
+            }
+            xi_gguf_write_arr_str(w, kv->key, kv->n, v, lens);
+            free(v);
+            free(lens);
+        } else if (kv->type == XI_GGUF_ARR) {
+            xi_gguf_write_arr(w, kv->key, kv->arr_type, kv->n, kv->data);
+        } else {
+            xi_gguf_write_scalar(w, kv->key, kv->type, kv->data);
+        }
+    }
+    float **bufs = calloc((size_t)xi_gguf_tensor_count(g), sizeof *bufs);
+    for (int i = 0; i < xi_gguf_tensor_count(g); i++) {
+        const xi_gguf_tensor *t = xi_gguf_tensor_at(g, i);
+        if (t->n_dims >= 2 && t->type->id == XI_GGML_BF16 && t->ne[0] % 32 == 0) {
+            const int64_t n = (int64_t)(t->nbytes / 2);
+            bufs[i] = malloc((size_t)n * sizeof(float));
+            xi_to_f32(bufs[i], t->data, XI_BF16, (size_t)n);
+            xi_gguf_write_tensor_f32(w, t->name, XI_GGML_Q8_0, t->n_dims, t->ne, bufs[i]);
+        } else {
+            xi_gguf_write_tensor(w, t->name, t->type->id, t->n_dims, t->ne, t->data);
+        }
+    }
+    char *path = xi_path_join(xi_test_tmpdir(), out_name);
+    if (xi_gguf_writer_write(w, path, err, sizeof err)) fprintf(stderr, "    %s\n", err);
+    xi_gguf_writer_free(w);
+    for (int i = 0; i < xi_gguf_tensor_count(g); i++) free(bufs[i]);
+    free(bufs);
+    xi_gguf_close(g);
+    return path;
+}
+
+/* Q8_0 experts (3-D ffn_*_exps) of a Qwen3-MoE file run the integer path: kept at 34 bytes
+ * per 32 weights, logits near the exact (dequantize + fp32) path and not equal to it, the
+ * same argmax at every position, and the same bits alone, batched, chunked. */
+TEST(test_gguf_model_qwen3moe_q8_0_experts_run_the_integer_path) {
+    char *path = requantize_q8_0("gguf/qwen3moe-tiny-bf16.gguf", "moe-q8_0.gguf");
+    CHECK(path);
+    xi_model *a = tm_load(path, NULL, NULL, 1);
+    setenv("XINFER_KERNEL_PRECISION", "exact", 1);
+    xi_model *b = tm_load(path, NULL, NULL, 1);
+    unsetenv("XINFER_KERNEL_PRECISION");
+    CHECK(a && b);
+    CHECK(!strcmp(xi_model_quantization(a), "gguf"));
+    const int32_t ids[] = {1, 40, 71, 200, 13, 99, 4, 150, 31, 7};
+    const int n = (int)XI_ARRAY_LEN(ids), V = xi_model_config(a)->vocab_size;
+    float *la = all_logits(a, ids, n), *lb = all_logits(b, ids, n);
+    CHECK(la && lb);
+    double worst = 0, range = 0;
+    int differ = 0;
+    for (int t = 0; t < n; t++) {
+        int ma = 0, mb = 0;
+        for (int v = 0; v < V; v++) {
+            const float x = la[t * V + v], y = lb[t * V + v];
+            worst = fmax(worst, fabs((double)x - y));
+            range = fmax(range, fabs((double)y));
+            differ |= memcmp(&x, &y, 4) != 0;
+            if (x > la[t * V + ma]) ma = v;
+            if (y > lb[t * V + mb]) mb = v;
+        }
+        CHECKF(ma == mb, "position %d: argmax %d (int8) vs %d (exact)", t, ma, mb);
+    }
+    printf("  qwen3moe Q8_0: max |int8 - exact| %.4f of |logit| <= %.2f\n", worst, range);
+    CHECK(differ);
+    CHECKF(worst < 0.02 * range, "int8 experts off by %.4f", worst);
+    free(la);
+    free(lb);
+    xi_model_free(a);
+    xi_model_free(b);
+    tm_invariance(NULL, path, XI_F32, NULL);
+    free(path);
+}
+
 /* A quantized GGUF: the same bits alone or batched, in chunks, and on 1 or 2 threads. */
 TEST(test_gguf_model_quantized_is_bitwise_invariant) {
     const char *path = "gguf/llama256-random-q4_k_m.gguf";

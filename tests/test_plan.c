@@ -1,8 +1,10 @@
 /* xinfer plan: every number checked against a hand calculation written out here. */
 #include <jansson.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/base.h"
+#include "model/gguf.h"
 #include "ops/plan.h"
 #include "test.h"
 
@@ -396,5 +398,43 @@ TEST(test_plan_and_inspect_agree_on_qwen3moe_folder) {
     CHECK_EQ(json_integer_value(json_object_get(moe, "active_parameters")), r.w.params_active);
     CHECK_EQ(json_integer_value(json_object_get(moe, "num_experts_per_tok")), 2);
     json_decref(j);
+    free(dir);
+}
+
+/* A GGUF file plans from its metadata and its tensors' stored bytes: the same shape as the
+ * safetensors folder of the same weights, the bytes of every tensor counted once (Q4_K_M
+ * mixes Q4_K and Q6_K), and a GGUF file cannot be planned as another quantization. */
+TEST(test_plan_gguf_counts_stored_bytes_and_the_folder_shape) {
+    char *path = xi_test_data("gguf/llama256-random-q4_k_m.gguf"), *dir = xi_test_data("gguf/llama256-random-hf");
+    xi_plan_model g, f;
+    char err[256] = "";
+    CHECKF(xi_plan_model_load(path, &g, err, sizeof err) == 0, "%s", err);
+    CHECKF(xi_plan_model_load(dir, &f, err, sizeof err) == 0, "%s", err);
+    CHECK(g.quant == XI_PQ_GGUF && !strcmp(g.gguf_type, "q4_K"));
+    CHECK(g.hidden == f.hidden && g.intermediate == f.intermediate && g.layers == f.layers &&
+          g.heads == f.heads && g.kv_heads == f.kv_heads && g.head_dim == f.head_dim &&
+          g.vocab == f.vocab && g.tied == f.tied);
+    xi_plan_params p;
+    xi_plan_params_default(&p);
+    xi_plan rg, rf;
+    const xi_plan_device *cpu = dev("custom");
+    xi_plan_device d = *cpu;
+    d.mem_bytes = 16 * GIB;
+    CHECKF(xi_plan_compute(&g, &d, &p, &rg, err, sizeof err) == 0, "%s", err);
+    CHECKF(xi_plan_compute(&f, &d, &p, &rf, err, sizeof err) == 0, "%s", err);
+    CHECK_EQ(rg.w.params, rf.w.params);
+    /* every tensor's bytes, from the file's own table */
+    xi_gguf *gg = xi_gguf_open(path, err, sizeof err);
+    CHECK(gg);
+    int64_t total = 0;
+    for (int i = 0; i < xi_gguf_tensor_count(gg); i++) total += (int64_t)xi_gguf_tensor_at(gg, i)->nbytes;
+    xi_gguf_close(gg);
+    CHECK_EQ(rg.w.bytes, total);
+    /* Q4_K and Q6_K's 4.5-6.5 bits (and the F32 norms) against the folder's 16-bit dtype */
+    CHECKF(rg.w.bytes * 5 / 2 < rf.w.bytes, "%lld vs %lld", (long long)rg.w.bytes, (long long)rf.w.bytes);
+    p.quant = XI_PQ_INT8;
+    CHECK(xi_plan_compute(&g, &d, &p, &rg, err, sizeof err) < 0);
+    CHECKF(strstr(err, "GGUF"), "%s", err);
+    free(path);
     free(dir);
 }

@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "hub/hub.h"
+#include "model/gguf.h"
 #include "ops/plan.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -110,7 +111,7 @@ static int parse_args(int argc, char **argv, plan_args *a) {
 static int load_model(const char *spec, xi_plan_model *m) {
     char err[600] = "";
     int rc;
-    if (xi_dir_exists(spec)) {
+    if (xi_dir_exists(spec) || xi_gguf_is_file(spec)) {
         rc = xi_plan_model_load(spec, m, err, sizeof err);
     } else {
         rc = xi_plan_model_catalog(spec, m, err, sizeof err);
@@ -199,13 +200,14 @@ static void plan_text(const xi_plan_model *m, const xi_plan_device *d, const xi_
     if (m->quant_method[0])
         snprintf(ckpt, sizeof ckpt, " (checkpoint: %s %d-bit, group %d)", m->quant_method, m->quant_bits,
                  m->quant_group);
+    if (m->quant == XI_PQ_GGUF) snprintf(ckpt, sizeof ckpt, " (mostly %s, bytes as stored)", m->gguf_type);
     printf("  quantization %s%s, KV cache %s, max-model-len %d, block size %d, typical context %d\n\n",
            xi_plan_quant_name(r->quant), ckpt, r->kv_dtype, r->max_model_len, r->block_size,
            r->typical_context);
     printf("  weights       %.2f GiB = linear layers %.2f GiB", r->w.bytes / GIB, r->w.bytes_linear / GIB);
     if (r->w.bytes_linear_meta) printf(" (of which scales/zeros %.3f GiB)", r->w.bytes_linear_meta / GIB);
-    printf(" + embeddings/lm_head %.2f GiB (16-bit) + norms/biases %.4f GiB\n", r->w.bytes_embed / GIB,
-           r->w.bytes_other / GIB);
+    printf(" + embeddings/lm_head %.2f GiB (%s) + norms/biases %.4f GiB\n", r->w.bytes_embed / GIB,
+           m->quant == XI_PQ_GGUF ? "as stored" : "16-bit", r->w.bytes_other / GIB);
     printf("                %.2f GiB per device\n", r->weights_per_device / GIB);
     if (m->experts)
         printf("  experts       %d per MoE layer (%d layers), %d per token: %.2f B active parameters; a "

@@ -132,6 +132,19 @@ void xi_matmul_add(xi_pool *pool, const xi_ops *ops, float *residual, float *y, 
     xi_pool_run(pool, matmul_task, &j);
 }
 
+void xi_matmul_part(const xi_ops *ops, float *y, int64_t ldy, const float *x, int64_t ldx,
+                    int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
+    if (w->dtype == XI_GGML && ops->matmul_gq) {
+        size_t stride;
+        const void *a = xi_gq_quantize(w, x, ldx, rows, &stride);
+        if (a) {
+            ops->matmul_gq(y, ldy, a, stride, rows, w, n0, n1);
+            return;
+        }
+    }
+    ops->matmul(y, ldy, x, ldx, rows, w, n0, n1);
+}
+
 int xi_weight_block_for(const xi_ops *ops, const xi_weight *w) {
     if (w->dtype == XI_GGML) return 0; /* kept as stored */
     if (ops->matmul_q && ops->weight_block && (w->dtype == XI_Q8 || w->dtype == XI_Q4_AWQ))

@@ -303,6 +303,12 @@ void xi_matmul_silu(xi_pool *pool, const xi_ops *ops, float *gate, float *up, co
 void xi_matmul_add(xi_pool *pool, const xi_ops *ops, float *residual, float *y, const float *x,
                    int64_t rows, const xi_weight *w);
 
+/* One thread's columns [n0, n1) of y = x W^T (row r of y at y + r * ldy) in ops's precision:
+ * a GGML weight in an int8 table quantizes x (this thread's scratch) and runs matmul_gq;
+ * every other weight runs ops->matmul (MoE experts: each expert's rows are their own matmul). */
+void xi_matmul_part(const xi_ops *ops, float *y, int64_t ldy, const float *x, int64_t ldx,
+                    int64_t rows, const xi_weight *w, int64_t n0, int64_t n1);
+
 /* Row `row` of a weight (an embedding table) as f32. */
 void xi_weight_row(const xi_weight *w, int64_t row, float *out);
 

@@ -145,7 +145,7 @@ int xi_gguf_write_tensor_f32(xi_gguf_writer *w, const char *name, int type, int 
     for (int64_t r = 0; r < rows; r++) {
         uint8_t *dst = (uint8_t *)buf + (size_t)r * rb;
         const float *src = x + r * ne[0];
-        /* ggml's Q8_0 block is the Q8_0 activation block: f16 amax / 127, rounded values. */
+        /* Q8_0: f16 amax / 127 and the rounded values, as llama-quantize writes them. */
         if (type == XI_GGML_Q8_0) xi_qtype_quantize_q8_0_weights(src, dst, ne[0]);
         else xi_from_f32(dst, type == XI_GGML_F32 ? XI_F32 : type == XI_GGML_F16 ? XI_F16 : XI_BF16,
                          src, (size_t)ne[0]);

@@ -116,8 +116,8 @@ static void up_task(void *ctx, int ith, int nth) {
         const int64_t r0 = s->start[x], n = s->start[x + 1] - r0;
         if (!n) continue;
         float *g = s->gate + r0 * F, *u = s->up + r0 * F;
-        ops->matmul(g, F, s->xg + r0 * h, h, n, &j->L->egate[x], b, e);
-        ops->matmul(u, F, s->xg + r0 * h, h, n, &j->L->eup[x], b, e);
+        xi_matmul_part(ops, g, F, s->xg + r0 * h, h, n, &j->L->egate[x], b, e);
+        xi_matmul_part(ops, u, F, s->xg + r0 * h, h, n, &j->L->eup[x], b, e);
         for (int64_t r = 0; r < n; r++) ops->silu_mul(g + r * F + b, g + r * F + b, u + r * F + b, e - b);
     }
 }
@@ -132,7 +132,7 @@ static void down_task(void *ctx, int ith, int nth) {
     if (b >= e) return;
     for (int x = 0; x < j->sp->n_experts; x++) {
         const int64_t r0 = s->start[x], n = s->start[x + 1] - r0;
-        if (n) j->m->ops->matmul(s->yg + r0 * h, h, s->gate + r0 * F, F, n, &j->L->edown[x], b, e);
+        if (n) xi_matmul_part(j->m->ops, s->yg + r0 * h, h, s->gate + r0 * F, F, n, &j->L->edown[x], b, e);
     }
 }
 

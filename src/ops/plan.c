@@ -34,7 +34,7 @@ void xi_plan_params_default(xi_plan_params *p) {
 }
 
 const char *xi_plan_quant_name(xi_plan_quant q) {
-    static const char *const names[] = {"none", "awq", "int8"};
+    static const char *const names[] = {"none", "awq", "int8", "gguf"};
     return names[q];
 }
 
@@ -107,6 +107,13 @@ static void count_weights(const xi_plan_model *m, xi_plan_quant q, xi_plan_weigh
     w->bytes_linear_meta = dense_meta * n_dense + (attn_meta + e_meta * m->experts) * n_moe;
     w->bytes_embed = (w->params_embed + w->params_lm_head) * b16;
     w->bytes_other = w->params_other * b16;
+    if (q == XI_PQ_GGUF) { /* as stored in the file */
+        e_bytes = m->experts && n_moe ? m->gguf_experts / (m->experts * n_moe) : 0;
+        w->bytes_linear = m->gguf_linear + m->gguf_experts;
+        w->bytes_linear_meta = 0;
+        w->bytes_embed = m->gguf_embed;
+        w->bytes_other = m->gguf_other;
+    }
     w->bytes = w->bytes_linear + w->bytes_embed + w->bytes_other;
     /* a token reads its k experts of each MoE layer, not all E */
     const int64_t idle = m->experts ? (int64_t)(m->experts - m->experts_per_tok) * n_moe : 0;
@@ -182,6 +189,10 @@ int xi_plan_compute(const xi_plan_model *m, const xi_plan_device *d, const xi_pl
     if (p->tp < 0 || (p->tp > 0 && p->tp > d->max_tp))
         return xi_errf(err, errlen, "--tensor-parallel-size %d: %s allows 1..%d", p->tp, d->key, d->max_tp);
     r->quant = p->quant >= 0 ? (xi_plan_quant)p->quant : m->quant;
+    if ((r->quant == XI_PQ_GGUF) != (m->quant == XI_PQ_GGUF))
+        return xi_errf(err, errlen, "--quantization %s: %s", xi_plan_quant_name(r->quant),
+                       m->quant == XI_PQ_GGUF ? "a GGUF file is planned as it is stored"
+                                              : "only a GGUF file is planned as gguf");
     r->max_model_len = p->max_model_len > 0 ? p->max_model_len : m->max_position;
     r->typical_context = p->typical_context > 0 ? p->typical_context : XI_MIN(2048, r->max_model_len);
     if (r->typical_context > r->max_model_len)

@@ -8,7 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { XI_PQ_NONE, XI_PQ_AWQ, XI_PQ_INT8 } xi_plan_quant;
+/* GGUF: a GGUF file's quantized weights as stored (their bytes are measured from the file). */
+typedef enum { XI_PQ_NONE, XI_PQ_AWQ, XI_PQ_INT8, XI_PQ_GGUF } xi_plan_quant;
 
 typedef struct xi_plan_model {
     char name[96];
@@ -25,6 +26,11 @@ typedef struct xi_plan_model {
     xi_plan_quant quant;        /* what the checkpoint holds */
     char quant_method[16];      /* "awq", "gptq" or "" */
     int quant_bits, quant_group, quant_zero_point;
+    /* GGUF: bytes as stored of the linear layers other than the experts, of every expert
+     * together, of the embedding and lm_head, and of the rest (norms, biases, routers); the
+     * file's most common matrix type ("q4_K"). */
+    int64_t gguf_linear, gguf_experts, gguf_embed, gguf_other;
+    char gguf_type[16];
 } xi_plan_model;
 
 /* Built-in shapes (reference model-configs.md). Names match case-insensitively and
@@ -32,7 +38,8 @@ typedef struct xi_plan_model {
 int xi_plan_model_catalog(const char *name, xi_plan_model *m, char *err, size_t errlen);
 int xi_plan_model_count(void);
 const char *xi_plan_model_name(int i);
-/* Shape and quantization_config from dir/config.json. */
+/* Shape and quantization_config from dir/config.json, or shape and stored bytes from a GGUF
+ * file when dir is one. */
 int xi_plan_model_load(const char *dir, xi_plan_model *m, char *err, size_t errlen);
 
 typedef struct xi_plan_device {

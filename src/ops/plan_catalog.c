@@ -9,6 +9,9 @@
 #include <strings.h>
 
 #include "base/base.h"
+#include "model/config.h"
+#include "model/gguf.h"
+#include "model/gguf_model.h"
 #include "ops/plan.h"
 #include "ops/rootfs.h"
 
@@ -154,8 +157,71 @@ static int load_moe(json_t *c, xi_plan_model *m, const char *path, char *err, si
     return 0;
 }
 
+/* Each field may be up to 2^30, but the planner counts bytes in int64: a shape past 2^50
+ * parameters (thousands of times any real model) would overflow it. Every int64 product the
+ * planner forms is bounded by this count times a few bytes. */
+static int shape_too_large(const xi_plan_model *m, const char *path, char *err, size_t errlen) {
+    double qd = (double)m->heads * m->head_dim, kvd = (double)m->kv_heads * m->head_dim;
+    double params = (2 * qd + 2 * kvd + 3.0 * m->intermediate +
+                     (double)m->experts * (3.0 * m->moe_intermediate + 1)) * m->hidden * m->layers +
+                    2.0 * m->vocab * m->hidden;
+    if (params > 0x1p50)
+        return xi_errf(err, errlen, "%s: %.3g parameters is not a real model shape", path, params);
+    return 0;
+}
+
+/* A GGUF file: the shape from its metadata (the loader's config path), the bytes from its
+ * tensors as stored, by role. */
+static int load_gguf(const char *path, xi_plan_model *m, char *err, size_t errlen) {
+    xi_gguf *g = xi_gguf_open(path, err, errlen);
+    if (!g) return -1;
+    xi_config c;
+    if (xi_config_load_gguf(&c, g, path, err, errlen)) {
+        xi_gguf_close(g);
+        return -1;
+    }
+    *m = (xi_plan_model){.hidden = c.hidden_size, .intermediate = c.intermediate_size,
+                         .layers = c.n_layers, .heads = c.n_heads, .kv_heads = c.n_kv_heads,
+                         .head_dim = c.head_dim, .vocab = c.vocab_size, .tied = c.tie_word_embeddings,
+                         .max_position = c.max_position_embeddings > 0 ? c.max_position_embeddings : 4096,
+                         .quant = XI_PQ_GGUF};
+    for (int l = 0; l < c.n_layers; l++) {
+        const xi_layer_spec *sp = &c.layer[l];
+        m->attention_bias |= sp->qkv_bias == XI_BIAS_REQUIRED;
+        m->qk_norm |= sp->qk_norm;
+        if (sp->mlp == XI_MLP_MOE) {
+            m->moe_layers++;
+            m->experts = sp->n_experts, m->experts_per_tok = sp->top_k, m->moe_intermediate = sp->ffn;
+        }
+    }
+    /* the activations, KV cache and unquantized parts are f32 unless the file is 16-bit */
+    xi_copy_str(m->dtype, sizeof m->dtype, c.torch_dtype == XI_BF16 ? "bfloat16"
+                                           : c.torch_dtype == XI_F16 ? "float16" : "float32");
+    m->dtype_bytes = c.torch_dtype == XI_F32 ? 4 : 2;
+    int64_t by_type[XI_GGML_TYPE_MAX] = {0};
+    for (int i = 0; i < xi_gguf_tensor_count(g); i++) {
+        const xi_gguf_tensor *t = xi_gguf_tensor_at(g, i);
+        const int64_t b = (int64_t)t->nbytes;
+        if (!strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "output.weight")) m->gguf_embed += b;
+        else if (strstr(t->name, "_exps.")) m->gguf_experts += b;
+        else if (t->n_dims >= 2 && !strstr(t->name, "ffn_gate_inp")) m->gguf_linear += b;
+        else m->gguf_other += b;
+        if (t->n_dims >= 2 && t->type->id < XI_GGML_TYPE_MAX) by_type[t->type->id] += b;
+    }
+    int best = 0;
+    for (int i = 1; i < XI_GGML_TYPE_MAX; i++) if (by_type[i] > by_type[best]) best = i;
+    xi_copy_str(m->gguf_type, sizeof m->gguf_type, xi_qtype_get(best) ? xi_qtype_get(best)->name : "?");
+    const char *base = strrchr(path, '/');
+    xi_copy_str(m->name, sizeof m->name, base ? base + 1 : path);
+    xi_copy_str(m->source, sizeof m->source, "gguf");
+    xi_config_free(&c);
+    xi_gguf_close(g);
+    return shape_too_large(m, path, err, errlen);
+}
+
 int xi_plan_model_load(const char *dir, xi_plan_model *m, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
+    if (xi_gguf_is_file(dir)) return load_gguf(dir, m, err, errlen);
     char *path = xi_path_join(dir, "config.json");
     if (!path) return xi_errf(err, errlen, "out of memory");
     json_error_t je;
@@ -188,18 +254,7 @@ int xi_plan_model_load(const char *dir, xi_plan_model *m, char *err, size_t errl
                 "head_dim is given", path, m->hidden, m->heads);
         goto out;
     }
-    if (load_moe(c, m, path, err, errlen)) goto out;
-    /* Each field may be up to 2^30, but the planner counts bytes in int64: a shape past 2^50
-     * parameters (thousands of times any real model) would overflow it. Every int64 product
-     * the planner forms is bounded by this count times a few bytes. */
-    double qd = (double)m->heads * m->head_dim, kvd = (double)m->kv_heads * m->head_dim;
-    double params = (2 * qd + 2 * kvd + 3.0 * m->intermediate +
-                     (double)m->experts * (3.0 * m->moe_intermediate + 1)) * m->hidden * m->layers +
-                    2.0 * m->vocab * m->hidden;
-    if (params > 0x1p50) {
-        xi_errf(err, errlen, "%s: %.3g parameters is not a real model shape", path, params);
-        goto out;
-    }
+    if (load_moe(c, m, path, err, errlen) || shape_too_large(m, path, err, errlen)) goto out;
     if (m->heads % m->kv_heads) {
         xi_errf(err, errlen, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
                 path, m->heads, m->kv_heads);
