@@ -80,11 +80,12 @@ static json_t *config_json(const xi_gguf *g, const xi_arch_family **fam, char *e
         xi_errf(err, errlen, "tensor token_embd.weight: missing or not 2-D");
         return NULL;
     }
-    /* A quantized file's quantized tensors stay in their format; the rest (norms, any float
-     * matrix) and the activations are F32, as llama.cpp computes them. */
-    const char *ft = emb->type->id == XI_GGML_BF16  ? "bfloat16"
-                     : emb->type->id == XI_GGML_F16 ? "float16"
-                                                   : "float32";
+    /* The dtype of float matrices converted at load and of the KV cache (`auto`): a quantized
+     * file's quantized tensors stay in their format and compute with f32 activations; its KV
+     * cache is F16, as llama.cpp keeps it. */
+    const char *ft = emb->type->id == XI_GGML_BF16                    ? "bfloat16"
+                     : emb->type->id == XI_GGML_F16 || emb->type->unpack ? "float16"
+                                                                       : "float32";
     json_t *cfg = json_pack("{s:[s], s:s, s:I, s:b, s:s}", "architectures", hf, "hidden_act",
                             "silu", "vocab_size", (json_int_t)emb->ne[1], "tie_word_embeddings",
                             !xi_gguf_find_tensor(g, "output.weight"), "torch_dtype", ft);
