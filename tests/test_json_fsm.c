@@ -88,3 +88,22 @@ TEST(test_json_fsm_copies_try_bytes_without_committing) {
     CHECK(!xi_json_fsm_done(&f));
     CHECK(xi_json_fsm_feed(&f, "\"x\"}", 4) == 0 && xi_json_fsm_done(&f));
 }
+
+/* fuzz_json_fsm: byte sequences jansson refuses were accepted inside strings: overlong forms
+ * ("\xe0\x91\x8a"), UTF-16 surrogates in UTF-8 ("\xed\xa0\x80") and past U+10FFFF
+ * ("\xf4\x90\x80\x80"), and the escapes \u0000 and lone or paired surrogates. Their
+ * neighbours at the edges of each range stay accepted. */
+TEST(test_json_fsm_strings_hold_only_what_jansson_decodes) {
+    static const char *const bad[] = {
+        "{\"a:4} EE\xe0\x91\x8a\"}", "{\"a\":\"\xe0\x9f\xbf\"}", "{\"a\":\"\xed\xa0\x80\"}",
+        "{\"a\":\"\xf0\x8f\xbf\xbf\"}", "{\"a\":\"\xf4\x90\x80\x80\"}", "{\"a\":\"\\u0000\"}",
+        "{\"a\":\"\\ud800\"}", "{\"a\":\"\\uDFFF\"}", "{\"a\":\"\\ud83d\\ude00\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECKF(run(bad[i]) == -1, "%s", bad[i]);
+    static const char *const good[] = {
+        "{\"a\":\"\xe0\xa0\x80\"}", "{\"a\":\"\xed\x9f\xbf\"}", "{\"a\":\"\xee\x80\x80\"}",
+        "{\"a\":\"\xf0\x90\x80\x80\"}", "{\"a\":\"\xf4\x8f\xbf\xbf\"}", "{\"a\":\"\\u0001\"}",
+        "{\"a\":\"\\ud7ff\"}", "{\"a\":\"\\ue000\"}", "{\"a\":\"\\u0100\"}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) CHECKF(run(good[i]) == 1, "%s", good[i]);
+}

@@ -13,7 +13,7 @@ enum {
     S_DONE,        /* the root has closed: whitespace only */
     S_STRING,      /* inside a string; sub = UTF-8 continuation bytes still due */
     S_ESCAPE,      /* after a backslash */
-    S_UNICODE,     /* in \uXXXX; sub = hex digits still due */
+    S_UNICODE,     /* in \uXXXX; sub = hex digits still due and what they spell so far */
     S_LITERAL,     /* in true/false/null; sub = literal * 8 + bytes matched */
     S_NUMBER,      /* in a number; sub = N_* */
 };
@@ -120,8 +120,13 @@ static int number_byte(xi_json_fsm *f, unsigned char c) {
 /* A byte inside a string (after the opening quote). */
 static int string_byte(xi_json_fsm *f, unsigned char c) {
     if (f->sub) { /* continuation bytes of a multi-byte character */
-        if ((c & 0xc0) != 0x80) return -1;
-        f->sub--;
+        /* low 2 bits: bytes left; bits 4..7: the first one's range (no overlong forms, no
+         * surrogates, nothing past U+10FFFF: what jansson, and UTF-8, accept) */
+        static const unsigned char lo[] = {0x80, 0xa0, 0x80, 0x90, 0x80},
+                                   hi[] = {0xbf, 0xbf, 0x9f, 0xbf, 0x8f};
+        const int r = f->sub >> 4;
+        if (c < lo[r] || c > hi[r]) return -1;
+        f->sub = (uint8_t)((f->sub & 3) - 1);
         return 0;
     }
     if (c == '"') {
@@ -135,10 +140,10 @@ static int string_byte(xi_json_fsm *f, unsigned char c) {
     }
     if (c < 0x20) return -1;
     if (c < 0x80) return 0;
-    /* lead bytes of 2-4 byte sequences (overlong and surrogate forms are not checked) */
+    /* lead bytes of 2-4 byte sequences, with the range of the next byte */
     if (c >= 0xc2 && c <= 0xdf) f->sub = 1;
-    else if (c >= 0xe0 && c <= 0xef) f->sub = 2;
-    else if (c >= 0xf0 && c <= 0xf4) f->sub = 3;
+    else if (c >= 0xe0 && c <= 0xef) f->sub = (uint8_t)(2 | (c == 0xe0 ? 1 : c == 0xed ? 2 : 0) << 4);
+    else if (c >= 0xf0 && c <= 0xf4) f->sub = (uint8_t)(3 | (c == 0xf0 ? 3 : c == 0xf4 ? 4 : 0) << 4);
     else return -1;
     return 0;
 }
@@ -157,10 +162,20 @@ static int feed_byte(xi_json_fsm *f, unsigned char c) {
         f->st = S_STRING;
         f->sub = 0;
         return 0;
-    case S_UNICODE:
+    case S_UNICODE: {
+        /* sub: digits left (low 3 bits), bit 3: the first digit was d, bit 4: all zero so
+         * far. \u0000 and surrogates (\ud800-\udfff, paired or not) are refused: jansson
+         * rejects the first and lone halves; raw UTF-8 writes any character instead. */
         if (!is_hex(c)) return -1;
-        if (--f->sub == 0) f->st = S_STRING;
+        const int left = f->sub & 7, first = left == 4;
+        int dd = first ? c == 'd' || c == 'D' : (f->sub >> 3) & 1;
+        int zero = (first || (f->sub >> 4) & 1) && c == '0';
+        if (left == 3 && dd && !(c >= '0' && c <= '7')) return -1;
+        if (left == 1 && zero) return -1;
+        f->sub = (uint8_t)((left - 1) | dd << 3 | zero << 4);
+        if (left == 1) f->st = S_STRING, f->sub = 0;
         return 0;
+    }
     case S_LITERAL: {
         const char *lit = LITERALS[f->sub / 8];
         const int at = f->sub % 8;
