@@ -167,6 +167,40 @@ TEST(test_kernels_qdot_bits_same_for_rows_threads_and_variants) {
     for (int p = 0; p < 3; p++) xi_pool_free(pools[p]);
 }
 
+/* One thread's share through xi_matmul_part (what MoE experts run) takes the same path as a
+ * pool job through xi_matmul: int8 tables give the integer path's bits on any column range,
+ * which differ from the fp32 path of the exact tables. */
+TEST(test_kernels_qdot_part_runs_the_integer_path_of_xi_matmul) {
+    const xi_ops *ops[8];
+    const int nv = int8_variants(ops);
+    xi_pool *pool = xi_pool_new(1);
+    for (size_t f = 0; f < XI_ARRAY_LEN(QFORMATS); f++) {
+        const int64_t K = QFORMATS[f].dt == XI_Q4_AWQ ? 4 * QFORMATS[f].gs : 292, R = 5;
+        test_weight tw;
+        CHECK(weight_make_f(&tw, &QFORMATS[f], 104, K));
+        const int64_t N = tw.w.n_out;
+        float *x = rand_vec(R * K), *full = malloc((size_t)(R * N) * 4),
+              *part = calloc((size_t)(R * N), 4);
+        int bad = 0, differ = 0;
+        for (int v = 0; v < nv; v++) {
+            xi_matmul(pool, ops[v], full, x, R, &tw.w, NULL);
+            xi_matmul_part(ops[v], part, N, x, K, R, &tw.w, 0, 40);
+            xi_matmul_part(ops[v], part, N, x, K, R, &tw.w, 40, N);
+            bad |= memcmp(full, part, (size_t)(R * N) * 4) != 0;
+            const xi_ops *exact = xi_ops_precision(ops[v], "exact", NULL, 0);
+            xi_matmul_part(exact, part, N, x, K, R, &tw.w, 0, N);
+            differ |= memcmp(full, part, (size_t)(R * N) * 4) != 0;
+        }
+        free(x);
+        free(full);
+        free(part);
+        weight_free(&tw);
+        CHECKF(!bad && differ, "%s gs=%d block=%d: %s", xi_dtype_name(QFORMATS[f].dt), QFORMATS[f].gs,
+               QFORMATS[f].block, bad ? "part differs from xi_matmul" : "int8 part equals the fp32 path");
+    }
+    xi_pool_free(pool);
+}
+
 /* The largest products (|q| = 127 against weights of +-127, codes 15) in every pair that
  * vpmaddubsw adds: no int16 saturation, so the variants still equal the int32 oracle. */
 TEST(test_kernels_qdot_extreme_values_do_not_saturate) {

@@ -52,6 +52,38 @@ typedef struct {
 
 enum { EPI_NONE, EPI_SILU, EPI_ADD };
 
+/* The activation rows of one job on one thread, quantized once for every linear whose format
+ * needs it: x for the Q8 / Q4_AWQ dot products (qx) and for GGML weights (ga, in format ga_fmt). */
+typedef struct act_cache {
+    const xi_qx *qx;
+    const void *ga;
+    int ga_fmt;
+    size_t ga_stride;
+} act_cache;
+
+/* Columns [b, e) of y = x w^T through the precision's path: int8 tables quantize x (once per
+ * cache) for integer formats; out of memory for the quantized rows (a few KB per row), the
+ * fp32 path still gives an answer, of the exact precision. */
+static void matmul_cols(const xi_ops *ops, act_cache *c, float *y, int64_t ldy, const float *x,
+                        int64_t ldx, int64_t rows, const xi_weight *w, int64_t b, int64_t e) {
+    if (w->dtype == XI_GGML && ops->matmul_gq) {
+        if (!c->ga || c->ga_fmt != (int)w->qtype->act) {
+            c->ga = xi_gq_quantize(w, x, ldx, rows, &c->ga_stride);
+            c->ga_fmt = (int)w->qtype->act;
+        }
+        if (c->ga) {
+            ops->matmul_gq(y, ldy, c->ga, c->ga_stride, rows, w, b, e);
+            return;
+        }
+    }
+    const int bs = ops->matmul_q ? xi_qdot_block(w) : 0;
+    if (bs && (!c->qx || c->qx->bs != bs)) c->qx = xi_qx_quantize(ops, x, ldx, rows, w->n_in, bs);
+    if (bs && c->qx)
+        ops->matmul_q(y, ldy, c->qx, rows, w, b, e);
+    else
+        ops->matmul(y, ldy, x, ldx, rows, w, b, e);
+}
+
 /* Each linear's columns are split in multiples of 16 so every thread's tile edges stay
  * aligned; the split never touches the reduction over n_in, so any thread count gives the
  * same bits. The epilogue runs on the columns this thread just wrote, so it needs no second
@@ -60,35 +92,13 @@ enum { EPI_NONE, EPI_SILU, EPI_ADD };
 static void matmul_task(void *ctx, int ith, int nth) {
     const matmul_job *j = ctx;
     long b, e;
-    const xi_qx *qx = NULL; /* int8 tables: x quantized once per job and thread */
-    const void *ga = NULL;  /* and for GGML weights, in the format of ga_fmt */
-    int ga_fmt = -1;
-    size_t ga_stride = 0;
+    act_cache c = {.ga_fmt = -1};
     for (int i = 0; i < j->n; i++) {
         const xi_linear *l = &j->l[i];
         const int64_t n_out = l->w->n_out;
         xi_split_range((long)n_out, ith, nth, 16, &b, &e);
         if (b >= e) continue;
-        if (l->w->dtype == XI_GGML && j->ops->matmul_gq) {
-            if (!ga || ga_fmt != (int)l->w->qtype->act) {
-                ga = xi_gq_quantize(l->w, j->x, l->w->n_in, j->rows, &ga_stride);
-                ga_fmt = (int)l->w->qtype->act;
-            }
-            if (ga) {
-                j->ops->matmul_gq(l->y, n_out, ga, ga_stride, j->rows, l->w, b, e);
-                goto bias;
-            }
-        }
-        const int bs = j->ops->matmul_q ? xi_qdot_block(l->w) : 0;
-        if (bs && (!qx || qx->bs != bs))
-            qx = xi_qx_quantize(j->ops, j->x, l->w->n_in, j->rows, l->w->n_in, bs);
-        /* Out of memory for the quantized rows (a few KB per row): the fp32 path still
-         * gives an answer, of the exact precision. */
-        if (bs && qx)
-            j->ops->matmul_q(l->y, n_out, qx, j->rows, l->w, b, e);
-        else
-            j->ops->matmul(l->y, n_out, j->x, l->w->n_in, j->rows, l->w, b, e);
-    bias:
+        matmul_cols(j->ops, &c, l->y, n_out, j->x, l->w->n_in, j->rows, l->w, b, e);
         if (l->bias)
             for (int64_t r = 0; r < j->rows; r++)
                 for (long c = b; c < e; c++) l->y[r * n_out + c] += l->bias[c];
@@ -134,15 +144,8 @@ void xi_matmul_add(xi_pool *pool, const xi_ops *ops, float *residual, float *y, 
 
 void xi_matmul_part(const xi_ops *ops, float *y, int64_t ldy, const float *x, int64_t ldx,
                     int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
-    if (w->dtype == XI_GGML && ops->matmul_gq) {
-        size_t stride;
-        const void *a = xi_gq_quantize(w, x, ldx, rows, &stride);
-        if (a) {
-            ops->matmul_gq(y, ldy, a, stride, rows, w, n0, n1);
-            return;
-        }
-    }
-    ops->matmul(y, ldy, x, ldx, rows, w, n0, n1);
+    act_cache c = {.ga_fmt = -1};
+    matmul_cols(ops, &c, y, ldy, x, ldx, rows, w, n0, n1);
 }
 
 int xi_weight_block_for(const xi_ops *ops, const xi_weight *w) {

@@ -304,8 +304,9 @@ void xi_matmul_add(xi_pool *pool, const xi_ops *ops, float *residual, float *y, 
                    int64_t rows, const xi_weight *w);
 
 /* One thread's columns [n0, n1) of y = x W^T (row r of y at y + r * ldy) in ops's precision:
- * a GGML weight in an int8 table quantizes x (this thread's scratch) and runs matmul_gq;
- * every other weight runs ops->matmul (MoE experts: each expert's rows are their own matmul). */
+ * an int8 table quantizes x (this thread's scratch) for the integer formats (GGML, Q8,
+ * Q4_AWQ) and runs matmul_gq / matmul_q, as xi_matmul does; other weights run ops->matmul
+ * (MoE experts: each expert's rows are their own matmul). */
 void xi_matmul_part(const xi_ops *ops, float *y, int64_t ldy, const float *x, int64_t ldx,
                     int64_t rows, const xi_weight *w, int64_t n0, int64_t n1);
 

@@ -5,7 +5,8 @@
  *   x += sum over the chosen experts in ascending id of w_e * down_e(silu(gate_e h) * up_e h)
  *
  * The step's (token, choice) pairs are grouped by expert (a counting sort in token order),
- * so each expert runs its rows through the op table's matmul once, in two pool jobs for the
+ * so each expert runs its rows through the op table's matmul once (xi_matmul_part: the integer
+ * path for quantized experts in the int8 tables, as dense layers), in two pool jobs for the
  * whole layer (gate/up + SiLU, then down), every expert's columns split across the threads.
  * A row's result never depends on the rows it shares a matmul with (the kernels' contract),
  * and each token sums its experts in one fixed order, so a token gets the same bits alone or
