@@ -287,10 +287,14 @@ const char *xi_engine_token_str(const xi_engine *e, int32_t id);
 char *xi_engine_detokenize(const xi_engine *e, const int32_t *ids, int n, int skip_special,
                            char *err, size_t errlen);
 /* Render the model's chat template. messages_json / tools_json are JSON arrays as in the
- * OpenAI API (tools_json may be NULL). Returns the prompt text (malloc'ed) or NULL. */
+ * OpenAI API (tools_json may be NULL); kwargs_json, a JSON object of extra template variables
+ * (vLLM's chat_template_kwargs, e.g. {"enable_thinking": false}) or NULL. messages, tools and
+ * add_generation_prompt are the template's own whatever kwargs_json says. Returns the prompt
+ * text (malloc'ed) or NULL. */
 char *xi_engine_apply_chat_template(const xi_engine *e, const char *messages_json,
-                                    const char *tools_json, int add_generation_prompt,
-                                    int continue_final_message, char *err, size_t errlen);
+                                    const char *tools_json, const char *kwargs_json,
+                                    int add_generation_prompt, int continue_final_message,
+                                    char *err, size_t errlen);
 
 /* ---- kernels and hardware -------------------------------------------------------------- */
 

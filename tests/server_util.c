@@ -13,14 +13,18 @@ int ts_start(server *s, const char *rel, const char *reasoning_parser) {
 }
 
 int ts_start_cfg(server *s, const char *rel, xi_server_config cfg) {
-    static const char *const names[] = {"tiny"};
-    char err[512];
     xi_engine_params p;
     xi_engine_params_default(&p);
     p.model_dir = xi_test_data(rel);
     p.kv_cache_memory_bytes = 16 << 20;
     p.n_threads = 1;
-    s->eng = xi_engine_open(&p, err, sizeof err);
+    return ts_start_params(s, &p, cfg);
+}
+
+int ts_start_params(server *s, const xi_engine_params *p, xi_server_config cfg) {
+    static const char *const names[] = {"tiny"};
+    char err[512];
+    s->eng = xi_engine_open(p, err, sizeof err);
     if (!s->eng || xi_engine_start(s->eng, err, sizeof err)) return fprintf(stderr, "    %s\n", err), -1;
     const int fd = xi_server_listen("127.0.0.1", 0, NULL, &s->port, err, sizeof err);
     cfg.served_names = names;

@@ -590,7 +590,7 @@ TEST(test_engine_chat_template_renders_the_models_template) {
     xi_engine *e = open_engine("models/qwen2-tiny-random", 64, 2048, 8, 256, 1);
     CHECK(e);
     char err[256];
-    char *p = xi_engine_apply_chat_template(e, "[{\"role\":\"user\",\"content\":\"Hi\"}]", NULL, 1,
+    char *p = xi_engine_apply_chat_template(e, "[{\"role\":\"user\",\"content\":\"Hi\"}]", NULL, NULL, 1,
                                             0, err, sizeof err);
     CHECKF(p, "%s", err);
     CHECKF(strstr(p, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"), "%s", p);
@@ -598,7 +598,7 @@ TEST(test_engine_chat_template_renders_the_models_template) {
     xi_engine_close(e);
     e = stories();
     CHECK(e);
-    CHECK(!xi_engine_apply_chat_template(e, "[]", NULL, 1, 0, err, sizeof err));
+    CHECK(!xi_engine_apply_chat_template(e, "[]", NULL, NULL, 1, 0, err, sizeof err));
     CHECKF(!strncmp(err, "chat template:", 14), "%s", err);
     xi_engine_close(e);
 }

@@ -417,7 +417,7 @@ TEST(test_gguf_model_served_over_http_with_its_metadata_template) {
     xi_engine *e = open_qwen3moe(NULL, err, sizeof err);
     CHECKF(e && !xi_engine_start(e, err, sizeof err), "%s", err);
     const char *msgs = "[{\"role\":\"user\",\"content\":\"Hi there\"}]";
-    char *text = xi_engine_apply_chat_template(e, msgs, NULL, 1, 0, err, sizeof err);
+    char *text = xi_engine_apply_chat_template(e, msgs, NULL, NULL, 1, 0, err, sizeof err);
     CHECKF(text && strstr(text, "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"),
            "%s", text ? text : err);
     int32_t *ids = NULL;
@@ -455,7 +455,7 @@ TEST(test_gguf_model_chat_template_flag_overrides_the_metadata) {
     xi_engine *e = open_qwen3moe("[{% for m in messages %}{{ m.role }}={{ m.content }};{% endfor %}]",
                                  err, sizeof err);
     CHECKF(e, "%s", err);
-    char *text = xi_engine_apply_chat_template(e, "[{\"role\":\"user\",\"content\":\"Hi\"}]", NULL,
+    char *text = xi_engine_apply_chat_template(e, "[{\"role\":\"user\",\"content\":\"Hi\"}]", NULL, NULL,
                                                1, 0, err, sizeof err);
     CHECKF(text && !strcmp(text, "[user=Hi;]"), "%s", text ? text : err);
     free(text);

@@ -692,8 +692,9 @@ char *xi_engine_detokenize(const xi_engine *e, const int32_t *ids, int n, int sk
 }
 
 char *xi_engine_apply_chat_template(const xi_engine *e, const char *messages_json,
-                                    const char *tools_json, int add_generation_prompt,
-                                    int continue_final_message, char *err, size_t errlen) {
+                                    const char *tools_json, const char *kwargs_json,
+                                    int add_generation_prompt, int continue_final_message,
+                                    char *err, size_t errlen) {
     if (!e->chat) {
         xi_errf(err, errlen, "%s", e->chat_err);
         return NULL;
@@ -705,6 +706,7 @@ char *xi_engine_apply_chat_template(const xi_engine *e, const char *messages_jso
     xi_chat_render_params rp = {
         .messages_json = messages_json,
         .tools_json = tools_json,
+        .extra_json = kwargs_json,
         .add_generation_prompt = add_generation_prompt && !continue_final_message,
         .continue_final_message = continue_final_message,
         .bos_token = xi_tokenizer_bos_token(e->tok),

@@ -893,7 +893,7 @@ static int prepare_prompts(xi_job *j, xi_oai_error *e) {
     char err[512] = "";
     char *rendered = NULL;
     if (r->chat) {
-        rendered = xi_engine_apply_chat_template(j->eng, r->messages_json, r->tools_json,
+        rendered = xi_engine_apply_chat_template(j->eng, r->messages_json, r->tools_json, r->kwargs_json,
                                                  r->add_generation_prompt,
                                                  r->continue_final_message, err, sizeof err);
         /* the renders in progress filled the server's template budget: a retry may pass */

@@ -290,6 +290,16 @@ static int parse_tools(json_t *body, char **out, xi_oai_error *e) {
     return *out ? 0 : xi_oai_fail(e, 500, NULL, "out of memory");
 }
 
+/* chat_template_kwargs (vLLM): extra variables for the chat template, an object. */
+static int parse_template_kwargs(json_t *body, char **out, xi_oai_error *e) {
+    json_t *k = field(body, "chat_template_kwargs");
+    if (!k) return 0;
+    if (!json_is_object(k))
+        return xi_oai_fail(e, 400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    *out = json_dumps(k, JSON_COMPACT);
+    return *out ? 0 : xi_oai_fail(e, 500, NULL, "out of memory");
+}
+
 /* tool_choice as vLLM checks it: any choice but "none" needs tools; "required" and a named
  * function constrain decoding to the tools' schemas (server/structured). */
 static int parse_tool_choice(xi_oai_request *r, json_t *body, xi_oai_error *e) {
@@ -498,7 +508,7 @@ static void note_ignored(xi_oai_request *r, json_t *root) {
         "include_stop_str_in_output", "skip_special_tokens", "logit_bias", "logprobs", "top_logprobs",
         "add_special_tokens", "add_generation_prompt", "continue_final_message", "tools", "tool_choice",
         "cache_salt", "return_token_ids", "prompt_logprobs", "allowed_token_ids", "response_format", "structured_outputs", "guided_json",
-        "guided_regex", "guided_choice", "guided_grammar", "user"};
+        "guided_regex", "guided_choice", "guided_grammar", "user", "chat_template_kwargs"};
     const char *key;
     json_t *v;
     size_t n = 0;
@@ -558,7 +568,7 @@ int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_o
     r->params.add_special_tokens = r->add_special_tokens;
     if (chat) {
         if (parse_messages(r, root, "messages", &r->messages_json, e) || parse_tools(root, &r->tools_json, e) ||
-            parse_tool_choice(r, root, e))
+            parse_template_kwargs(root, &r->kwargs_json, e) || parse_tool_choice(r, root, e))
             goto out;
         if (get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e) < 0) goto out;
         if (get_bool(root, "continue_final_message", &r->continue_final_message, e) < 0) goto out;
@@ -580,6 +590,7 @@ void xi_oai_request_free(xi_oai_request *r) {
     free(r->model);
     free(r->messages_json);
     free(r->tools_json);
+    free(r->kwargs_json);
     for (int i = 0; i < r->n_prompts; i++) {
         free(r->prompts[i].text);
         free(r->prompts[i].ids);
@@ -609,7 +620,9 @@ int xi_oai_parse_tokenize(xi_oai_tokenize *t, const char *body, size_t len, xi_o
     if (get_bool(root, "return_token_strs", &t->return_token_strs, e) < 0) goto out;
     if (field(root, "messages")) {
         xi_oai_request tmp = {0};
-        if (parse_messages(&tmp, root, "messages", &t->messages_json, e) || parse_tools(root, &t->tools_json, e)) goto out;
+        if (parse_messages(&tmp, root, "messages", &t->messages_json, e) || parse_tools(root, &t->tools_json, e) ||
+            parse_template_kwargs(root, &t->kwargs_json, e))
+            goto out;
         t->add_special_tokens = 0;
         if (get_bool(root, "add_generation_prompt", &t->add_generation_prompt, e) < 0) goto out;
         if (get_bool(root, "continue_final_message", &t->continue_final_message, e) < 0) goto out;
@@ -634,6 +647,7 @@ void xi_oai_tokenize_free(xi_oai_tokenize *t) {
     free(t->prompt);
     free(t->messages_json);
     free(t->tools_json);
+    free(t->kwargs_json);
     memset(t, 0, sizeof *t);
 }
 

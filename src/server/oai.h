@@ -57,6 +57,7 @@ typedef struct xi_oai_request {
     /* chat */
     char *messages_json;            /* normalized messages array (owned) */
     char *tools_json;               /* tools array (owned) or NULL */
+    char *kwargs_json;              /* chat_template_kwargs object (owned) or NULL */
     int tool_choice;                /* XI_TOOL_CHOICE_* */
     char *forced_tool;              /* the named function of tool_choice (owned) or NULL */
     int add_generation_prompt, continue_final_message;
@@ -84,6 +85,7 @@ typedef struct xi_oai_tokenize {
     char *model;
     char *prompt;                   /* owned, or NULL when messages_json is set */
     char *messages_json, *tools_json;
+    char *kwargs_json;              /* chat_template_kwargs object (owned) or NULL */
     int add_special_tokens, add_generation_prompt, continue_final_message;
     int return_token_strs;          /* answer the tokens' vocabulary spellings too */
 } xi_oai_tokenize;

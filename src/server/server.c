@@ -205,7 +205,7 @@ static enum MHD_Result route_tokenize(xi_server *s, xi_engine *eng, struct MHD_C
     char *rendered = NULL;
     const int strs = t.return_token_strs;
     if (t.messages_json) {
-        rendered = xi_engine_apply_chat_template(eng, t.messages_json, t.tools_json,
+        rendered = xi_engine_apply_chat_template(eng, t.messages_json, t.tools_json, t.kwargs_json,
                                                  t.add_generation_prompt,
                                                  t.continue_final_message, err, sizeof err);
         if (!rendered) {
