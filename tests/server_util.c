@@ -30,7 +30,7 @@ int ts_start_params(server *s, const xi_engine_params *p, xi_server_config cfg) 
     cfg.served_names = names;
     cfg.n_served_names = 1;
     cfg.model_path = "/none";
-    cfg.max_body_bytes = 1 << 20;
+    if (!cfg.max_body_bytes) cfg.max_body_bytes = 1 << 20;
     s->srv = fd < 0 ? NULL : xi_server_start(&cfg, fd, err, sizeof err);
     if (!s->srv || xi_server_set_engine(s->srv, s->eng, err, sizeof err)) return fprintf(stderr, "    %s\n", err), -1;
     return 0;
