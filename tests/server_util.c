@@ -21,6 +21,18 @@ int ts_start_cfg(server *s, const char *rel, xi_server_config cfg) {
     return ts_start_params(s, &p, cfg);
 }
 
+int ts_start_len(server *s, const char *rel, int max_model_len, xi_server_config cfg) {
+    xi_engine_params p;
+    xi_engine_params_default(&p);
+    char *dir = xi_test_data(rel);
+    p.model_dir = dir;
+    p.max_model_len = max_model_len;
+    p.n_threads = 1;
+    const int rc = ts_start_params(s, &p, cfg); /* the engine keeps its own copy of the path */
+    free(dir);
+    return rc;
+}
+
 int ts_start_params(server *s, const xi_engine_params *p, xi_server_config cfg) {
     static const char *const names[] = {"tiny"};
     char err[512];

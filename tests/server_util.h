@@ -18,6 +18,8 @@ int ts_start(server *s, const char *rel, const char *reasoning_parser);
 int ts_start_cfg(server *s, const char *rel, xi_server_config cfg);
 /* The same with engine parameters of the caller's (model_dir and all). */
 int ts_start_params(server *s, const xi_engine_params *p, xi_server_config cfg);
+/* models/<rel> with max_model_len (its default KV cache), cfg's flags. */
+int ts_start_len(server *s, const char *rel, int max_model_len, xi_server_config cfg);
 void ts_stop(server *s);
 /* POST json to path: the HTTP status (0 when none came), the body in *out (heap, never NULL). */
 long ts_post(const server *s, const char *path, const char *json, char **out);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "server_util.h"
+#include "tokenizer/jinja.h"
 #include "test.h"
 
 #define N_CLIENTS 8
@@ -71,13 +72,8 @@ static int reset_peak(void) {
 }
 
 TEST(test_server_memory_many_message_bodies_stay_within_the_parse_budget) {
-    xi_engine_params p;
-    xi_engine_params_default(&p);
-    p.model_dir = xi_test_data("models/qwen2-tiny-random");
-    p.max_model_len = 512;
-    p.n_threads = 1;
     server s;
-    CHECK(ts_start_params(&s, &p, (xi_server_config){.max_parse_bytes = BUDGET, .max_body_bytes = 8 << 20}) == 0);
+    CHECK(ts_start_len(&s, "models/qwen2-tiny-random", 512, (xi_server_config){.max_parse_bytes = BUDGET, .max_body_bytes = 8 << 20}) == 0);
     const char *msg = "{\"role\":\"user\",\"content\":\"a\"}";
     const size_t ml = strlen(msg);
     char *body = malloc(64 + N_MESSAGES * (ml + 1));
@@ -131,5 +127,25 @@ TEST(test_server_memory_many_message_bodies_stay_within_the_parse_budget) {
     free(out);
     free(body);
     ts_stop(&s);
-    free((char *)p.model_dir);
+}
+
+/* Chat templates rendering at once share one memory budget: a chat that finds it full is a
+ * 503 with Retry-After ("retry later"), and the same chat is answered once there is room. */
+TEST(test_server_memory_full_template_budget_is_503_with_retry_after) {
+    server s;
+    CHECK(ts_start_len(&s, "models/qwen2-tiny-random", 512, (xi_server_config){0}) == 0);
+    const char *chat = "{\"model\":\"tiny\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}";
+    xi_jinja_set_shared_budget(1024); /* less than one render of this template needs */
+    const int fd = send_all_but_one(s.port, chat, strlen(chat));
+    CHECK(fd >= 0 && send(fd, chat + strlen(chat) - 1, 1, MSG_NOSIGNAL) == 1);
+    char *ans;
+    const int st = read_answer(fd, &ans);
+    close(fd);
+    CHECKF(st == 503 && strstr(ans, "Retry-After: 1\r\n") && strstr(ans, "retry later"), "%.400s", ans);
+    free(ans);
+    xi_jinja_set_shared_budget((size_t)1 << 30);
+    char *out = NULL;
+    CHECK_EQ(ts_post(&s, "/v1/chat/completions", chat, &out), 200);
+    free(out);
+    ts_stop(&s);
 }

@@ -45,12 +45,7 @@ static int chat_prompt_tokens(const server *s, const char *extra) {
 
 TEST(test_server_chat_template_kwargs_reach_the_template) {
     server s;
-    xi_engine_params p;
-    xi_engine_params_default(&p);
-    p.model_dir = xi_test_data("models/qwen3-tiny-random");
-    p.max_model_len = 512;
-    p.n_threads = 1;
-    CHECK(ts_start_params(&s, &p, (xi_server_config){0}) == 0);
+    CHECK(ts_start_len(&s, "models/qwen3-tiny-random", 512, (xi_server_config){0}) == 0);
     int n_plain = 0, n_off = 0, n_on = 0;
     char *plain = prompt_text(&s, "", &n_plain),
          *off = prompt_text(&s, ", \"chat_template_kwargs\": {\"enable_thinking\": false}", &n_off),
@@ -77,5 +72,4 @@ TEST(test_server_chat_template_kwargs_reach_the_template) {
     free(off);
     free(on);
     ts_stop(&s);
-    free((char *)p.model_dir);
 }

@@ -86,6 +86,9 @@ json_t *xi_srv_json_text(const char *s, size_t n) {
     return v;
 }
 
+/* A 503 or 429 says Retry-After: every one of them here is a budget or queue that is full
+ * now (parse bytes, template memory, waiting queue, connections) and may well have room a
+ * moment later. */
 enum MHD_Result xi_srv_respond(struct MHD_Connection *c, unsigned status, const char *ctype,
                                char *body) {
     if (!body) {
@@ -100,6 +103,7 @@ enum MHD_Result xi_srv_respond(struct MHD_Connection *c, unsigned status, const 
         return MHD_NO;
     }
     if (ctype) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (status == 503 || status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     xi_http_decorate(r);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
@@ -348,22 +352,11 @@ static enum MHD_Result fail_status(struct MHD_Connection *c, int status, const c
     return xi_srv_respond_error(c, &e);
 }
 
-/* 503 or 429 with Retry-After: the request may well succeed a moment later. */
+/* 503 or 429 (with Retry-After, as every one). */
 enum MHD_Result xi_srv_respond_busy(struct MHD_Connection *c, unsigned status, const char *msg) {
     xi_oai_error e;
     xi_oai_fail(&e, (int)status, NULL, "%s", msg);
-    char *body = xi_oai_error_json(&e);
-    if (!body) return MHD_NO;
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return xi_srv_respond_error(c, &e);
 }
 
 typedef struct framing {
