@@ -17,9 +17,10 @@ const data = process.env.XINFER_TEST_DATA || '../shared/data';
 const model = args.model || `${data}/models/stories260K`;
 const seconds = Number(args.seconds || 300);
 const concurrency = Number(args.concurrency || 24);
+const READ_TIMEOUT_S = 3, SLOW_LIMIT_MS = (READ_TIMEOUT_S + 7) * 1000;
 
 const srv = spawn(bin, ['serve', model, '--port', '0', '--host', '127.0.0.1', '--kv-cache-memory-bytes', '16M',
-  '--served-model-name', 'soak', '--timeout-keep-alive', '2', '--timeout-request-read', '3', '--disable-log-stats'],
+  '--served-model-name', 'soak', '--timeout-keep-alive', '2', '--timeout-request-read', String(READ_TIMEOUT_S), '--disable-log-stats'],
 { stdio: ['ignore', 'ignore', 'pipe'] });
 let log = '';
 const port = await new Promise((resolve, reject) => {
@@ -67,17 +68,25 @@ function halfClosed(body) {
   });
 }
 
-// A socket that sends a request line and then a header byte a second until the server cuts it.
+// A socket that sends a request line and then a header byte a second until the server cuts it
+// (it must, --timeout-request-read after connecting); one still open SLOW_LIMIT_MS later is a
+// failure, closed by us so the soak goes on.
 function slowSocket() {
   return new Promise((resolve) => {
     const s = net.connect(port, '127.0.0.1');
     const t0 = Date.now();
-    let timer;
+    let timer, cutByUs = false;
     s.on('connect', () => {
       s.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\n');
       timer = setInterval(() => s.write('X'), 1000);
     });
-    const done = () => { clearInterval(timer); resolve(Date.now() - t0); };
+    const guard = setTimeout(() => { cutByUs = true; s.destroy(); }, SLOW_LIMIT_MS);
+    const done = () => {
+      clearInterval(timer);
+      clearTimeout(guard);
+      if (cutByUs) fail(`slow socket still open after ${SLOW_LIMIT_MS / 1000} s`);
+      resolve(Date.now() - t0);
+    };
     s.on('close', done);
     s.on('error', () => {});
   });
