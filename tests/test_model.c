@@ -85,10 +85,11 @@ TEST(test_batch_and_chunk_invariance_stories260k_int8) {
     TM_FOR_EACH_VARIANT_IN(3, tm_invariance, "models/stories260K", XI_F32, "int8");
 }
 
-static void thread_invariance_q(const char *rel, const char *quant) {
+/* 1, 2 and 3 threads give the same bits, on the kernel variant named. */
+static void thread_invariance_q(const char *kernels, const char *rel, const char *quant) {
     float *a = NULL;
     for (int threads = 1; threads <= 3; threads++) {
-        xi_model *m = tm_load_ex(rel, NULL, quant, NULL, threads);
+        xi_model *m = tm_load_ex(rel, NULL, quant, kernels, threads);
         CHECK(m);
         const xi_config *c = xi_model_config(m);
         char err[256];
@@ -104,7 +105,7 @@ static void thread_invariance_q(const char *rel, const char *quant) {
         CHECK(tm_forward(m, kv, &sp, &ip, &n, 1, 0, l) == 0);
         if (!a) a = l;
         else {
-            CHECKF(memcmp(a, l, sizeof(float) * c->vocab_size) == 0, "%d threads differ", threads);
+            CHECKF(memcmp(a, l, sizeof(float) * c->vocab_size) == 0, "%s: %d threads differ", rel, threads);
             free(l);
         }
         xi_kv_store_free(kv);
@@ -113,16 +114,18 @@ static void thread_invariance_q(const char *rel, const char *quant) {
     free(a);
 }
 
-static void thread_invariance(const char *rel) { thread_invariance_q(rel, NULL); }
+static void thread_invariance(const char *kernels, const char *rel) { thread_invariance_q(kernels, rel, NULL); }
 
-TEST(test_thread_count_does_not_change_logits) { thread_invariance("models/qwen2-tiny-random"); }
-/* Quantized models on the default (int8) kernel precision. */
+TEST(test_thread_count_does_not_change_logits) { TM_FOR_EACH_VARIANT(thread_invariance, "models/qwen2-tiny-random"); }
+TEST(test_thread_count_does_not_change_qwen3_logits) { TM_FOR_EACH_VARIANT(thread_invariance, "models/qwen3-tiny-random"); }
+/* Quantized models in both precisions (int8 is the default). */
 TEST(test_thread_count_does_not_change_int8_path_logits) {
-    thread_invariance_q("models/stories260K-awq", NULL);
-    thread_invariance_q("models/stories260K", "int8");
+    TM_FOR_EACH_VARIANT_IN(3, thread_invariance_q, "models/stories260K-awq", NULL);
+    TM_FOR_EACH_VARIANT_IN(3, thread_invariance_q, "models/stories260K", "int8");
 }
 TEST(test_thread_count_does_not_change_qwen3moe_logits) {
-    thread_invariance("models/qwen3moe-tiny-random");
+    TM_FOR_EACH_VARIANT(thread_invariance, "models/qwen3moe-tiny-random");
+    TM_FOR_EACH_VARIANT_IN(3, thread_invariance_q, "models/qwen3moe-tiny-random", "int8");
 }
 
 static void awq_reference(const char *kernels) {
