@@ -62,7 +62,7 @@ static void same_text(const char *model, const char *prompt) {
 TEST(test_tp2_mpi_llama260K_greedy_equals_tp1) { same_text("models/stories260K", "Once upon a time"); }
 TEST(test_tp2_mpi_llama260K_awq_greedy_equals_tp1) { same_text("models/stories260K-awq", "Lily went"); }
 TEST(test_tp2_mpi_qwen3moe_tiny_greedy_equals_tp1) { same_text("models/qwen3moe-tiny-random", "Hello there"); }
-/* A quantized GGUF file (its Q8_0 weights dequantized at load) shards like a folder. */
+/* A quantized GGUF file (Q8_0 blocks kept as stored; rows split by whole rows, inputs by whole blocks) shards like a folder. */
 TEST(test_tp2_mpi_llama256_q8_0_gguf_greedy_equals_tp1) {
     same_text("gguf/llama256-random-q8_0.gguf", "Once upon a time");
 }

@@ -1,6 +1,7 @@
 /* model/gguf_export: a GGUF file of arch llama or qwen2 written out as a Hugging Face folder
  * (config.json + model.safetensors with every weight dequantized to dtype F32, BF16 or F16;
- * norms F32), so the safetensors loader can serve it until it binds GGUF tensors directly.
+ * norms F32): the safetensors path's view of a GGUF file, which the tests hold against the
+ * GGUF loader (gguf_model.c, which binds the tensors as stored).
  * Llama's q/k row interleave is undone; types without a dequantizer, 3-D tensors and RoPE
  * scaling are refused by name. The error names the file and the key or tensor. */
 #ifndef XI_GGUF_EXPORT_H
