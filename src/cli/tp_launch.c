@@ -50,11 +50,14 @@ int xi_cli_tp_spawn(const char *cmd, int argc, char **argv, int tp) {
         av[k++] = "--bind-to";
         av[k++] = "numa";
     } else if (cpu.n_cpus >= tp) {
+        /* n_cpus counts logical CPUs, and so must mpirun: with SMT, PE counted in cores would
+         * ask for twice the cores the box has */
         snprintf(pe, sizeof pe, "slot:PE=%d", cpu.n_cpus / tp);
+        av[k++] = "--use-hwthread-cpus";
         av[k++] = "--map-by";
         av[k++] = pe;
         av[k++] = "--bind-to";
-        av[k++] = "core";
+        av[k++] = "hwthread";
     } else {
         av[k++] = "--oversubscribe";
         av[k++] = "--bind-to";
