@@ -1,24 +1,26 @@
 // The AI SDK (`ai` with @ai-sdk/openai-compatible for Chat Completions, @ai-sdk/openai for the
 // Responses API) against `xinfer serve` on the tiny Qwen2 model (real Qwen2.5 tokenizer and
-// template, random weights). Greedy text must be what the plain openai client gets, streamed
-// or not; generateObject, Output.object and forced tool calls must come back schema-valid,
-// since the grammar holds a random model to the schema. The SDK's warnings (a setting the
-// provider dropped, say) are collected and must be none.
+// template, random weights). Text under one seed must be what the plain openai client gets,
+// streamed or not (greedy, this model only writes newlines); generateObject, Output.object
+// and forced tool calls must come back schema-valid, since the grammar holds a random model
+// to the schema. The SDK's warnings (a setting the provider dropped, say) are collected and
+// must be none. Embeddings: embedMany against a --runner pooling server.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { generateText, streamText, generateObject, Output, tool } from 'ai';
+import { generateText, streamText, generateObject, Output, tool, embedMany } from 'ai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { createOpenAI } from '@ai-sdk/openai';
 import { z } from 'zod';
 import { startServer } from './lib/server.mjs';
 import { personZod, checkPerson } from './lib/person.mjs';
 
-let srv, client, chatModel, responsesModel;
+let srv, emb, client, chatModel, responsesModel;
 const NAME = 'qwen-tiny';
 const system = 'You are terse.';
 const prompt = 'Name a city.';
-const greedy = { system, prompt, temperature: 0, maxOutputTokens: 16, maxRetries: 0 };
+const seeded = { system, prompt, temperature: 1, seed: 7, maxOutputTokens: 16, maxRetries: 0 };
+const greedy = { ...seeded, temperature: 0, seed: undefined };
 const sampled = { prompt: 'Who?', temperature: 1, seed: 5, maxOutputTokens: 300, maxRetries: 0 };
 
 // every warning but generateObject's deprecation notice (much code still calls it)
@@ -26,7 +28,10 @@ const warnings = [];
 globalThis.AI_SDK_LOG_WARNINGS = ({ warnings: ws }) => warnings.push(...ws.filter((w) => w.type !== 'deprecated'));
 
 before(async () => {
-  srv = await startServer('qwen2-tiny-random', ['--served-model-name', NAME]);
+  [srv, emb] = await Promise.all([
+    startServer('qwen2-tiny-random', ['--served-model-name', NAME]),
+    startServer('qwen2-tiny-random', ['--served-model-name', 'emb', '--runner', 'pooling', '--max-model-len', '256']),
+  ]);
   client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'x', maxRetries: 0 });
   const provider = createOpenAICompatible({
     name: 'xinfer', baseURL: srv.base + '/v1', apiKey: 'x', includeUsage: true, supportsStructuredOutputs: true,
@@ -36,20 +41,22 @@ before(async () => {
 });
 after(async () => {
   assert.equal((await srv.stop()).code, 0);
+  assert.equal((await emb.stop()).code, 0);
   assert.deepEqual(warnings, []);
 });
 
-test('generateText and streamText: the greedy answer the openai client gets, same usage', async () => {
+test('generateText and streamText: the answer the openai client gets, same usage', async () => {
   const want = await client.chat.completions.create({
-    model: NAME, messages: [{ role: 'system', content: system }, { role: 'user', content: prompt }], max_tokens: 16, temperature: 0,
+    model: NAME, messages: [{ role: 'system', content: system }, { role: 'user', content: prompt }], max_tokens: 16, temperature: 1, seed: 7,
   });
-  const r = await generateText({ model: chatModel, ...greedy });
+  const r = await generateText({ model: chatModel, ...seeded });
+  assert.ok(r.text.trim().length > 0, JSON.stringify(r.text));
   assert.equal(r.text, want.choices[0].message.content);
   assert.equal(r.finishReason, want.choices[0].finish_reason === 'length' ? 'length' : 'stop');
   assert.equal(r.usage.inputTokens, want.usage.prompt_tokens);
   assert.equal(r.usage.outputTokens, want.usage.completion_tokens);
 
-  const s = streamText({ model: chatModel, ...greedy });
+  const s = streamText({ model: chatModel, ...seeded });
   const parts = [];
   for await (const t of s.textStream) parts.push(t);
   assert.ok(parts.length > 2, `${parts.length} parts`);
@@ -107,4 +114,14 @@ test('Responses API (@ai-sdk/openai): generateText, streamText and generateObjec
   const o = await generateObject({ model: responsesModel, schema: personZod, schemaName: 'person', prompt: 'Who?', temperature: 0, maxOutputTokens: 600, maxRetries: 0 });
   checkPerson(o.object);
   assert.equal(o.finishReason, 'stop');
+});
+
+test('embedMany: the vectors the openai client gets, and usage', async () => {
+  const values = ['hello', 'a longer sentence to embed'];
+  const want = await new OpenAI({ baseURL: emb.base + '/v1', apiKey: 'x', maxRetries: 0 })
+    .embeddings.create({ model: 'emb', input: values, encoding_format: 'float' });
+  const provider = createOpenAICompatible({ name: 'xinfer', baseURL: emb.base + '/v1', apiKey: 'x' });
+  const r = await embedMany({ model: provider.embeddingModel('emb'), values, maxRetries: 0 });
+  assert.deepEqual(r.embeddings, want.data.map((d) => d.embedding));
+  assert.equal(r.usage.tokens, want.usage.prompt_tokens);
 });

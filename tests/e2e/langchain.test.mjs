@@ -1,36 +1,44 @@
-// LangChain JS (@langchain/openai's ChatOpenAI over Chat Completions) against `xinfer serve`
-// on the tiny Qwen2 model (real Qwen2.5 tokenizer and template, random weights). Under greedy
-// decoding every path must give the text the plain openai client gets; structured output in all
-// three withStructuredOutput modes must come back parsed and valid, since the grammar holds a
-// random model to the schema.
+// LangChain JS (@langchain/openai's ChatOpenAI over Chat Completions and the Responses API,
+// OpenAIEmbeddings) against `xinfer serve` on the tiny Qwen2 model (real Qwen2.5 tokenizer and
+// template, random weights). Under one seed every path must give the text the plain openai
+// client gets (greedy, this model only writes newlines); structured output in all three
+// withStructuredOutput modes must come back parsed and valid, since the grammar holds a random
+// model to the schema.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { ChatOpenAI } from '@langchain/openai';
+import { ChatOpenAI, OpenAIEmbeddings } from '@langchain/openai';
 import { HumanMessage, SystemMessage } from '@langchain/core/messages';
 import { tool } from '@langchain/core/tools';
 import { z } from 'zod';
 import { startServer, http } from './lib/server.mjs';
 import { personSchema, personZod, checkPerson } from './lib/person.mjs';
 
-let srv, client, chat;
+let srv, emb, client, chat;
 const NAME = 'qwen-tiny';
 const messages = [new SystemMessage('You are terse.'), new HumanMessage('Name a city.')];
 const rawMessages = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Name a city.' }];
 
 before(async () => {
-  srv = await startServer('qwen2-tiny-random', ['--served-model-name', NAME]);
+  [srv, emb] = await Promise.all([
+    startServer('qwen2-tiny-random', ['--served-model-name', NAME]),
+    startServer('qwen2-tiny-random', ['--served-model-name', 'emb', '--runner', 'pooling', '--max-model-len', '256']),
+  ]);
   client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'x', maxRetries: 0 });
   chat = new ChatOpenAI({
-    model: NAME, apiKey: 'x', temperature: 0, maxTokens: 16, maxRetries: 0,
-    configuration: { baseURL: srv.base + '/v1' },
+    model: NAME, apiKey: 'x', temperature: 1, maxTokens: 16, maxRetries: 0,
+    configuration: { baseURL: srv.base + '/v1' }, modelKwargs: { seed: 7 },
   });
 });
-after(async () => assert.equal((await srv.stop()).code, 0));
+after(async () => {
+  assert.equal((await srv.stop()).code, 0);
+  assert.equal((await emb.stop()).code, 0);
+});
 
-test('invoke: the greedy answer the openai client gets, with usage and finish reason', async () => {
-  const want = await client.chat.completions.create({ model: NAME, messages: rawMessages, max_tokens: 16, temperature: 0 });
+test('invoke: the answer the openai client gets, with usage and finish reason', async () => {
+  const want = await client.chat.completions.create({ model: NAME, messages: rawMessages, max_tokens: 16, temperature: 1, seed: 7 });
   const r = await chat.invoke(messages);
+  assert.ok(r.content.trim().length > 0, JSON.stringify(r.content));
   assert.equal(r.content, want.choices[0].message.content);
   assert.equal(r.response_metadata.finish_reason, want.choices[0].finish_reason);
   assert.equal(r.usage_metadata.input_tokens, want.usage.prompt_tokens);
@@ -115,4 +123,30 @@ test('bindTools with tool_choice named and required: calls with schema-valid arg
   let acc;
   for await (const chunk of await bound.stream('Weather?')) acc = acc === undefined ? chunk : acc.concat(chunk);
   assert.deepEqual(acc.tool_calls.map(({ name, args }) => ({ name, args })), req.tool_calls.map(({ name, args }) => ({ name, args })));
+});
+
+test('useResponsesApi: invoke and stream agree, withStructuredOutput jsonSchema parses', async () => {
+  // /v1/responses takes no seed: greedy, and room for the schema's longest answer
+  const m = (maxTokens) => new ChatOpenAI({
+    model: NAME, apiKey: 'x', temperature: 0, maxTokens, maxRetries: 0, useResponsesApi: true,
+    configuration: { baseURL: srv.base + '/v1' },
+  });
+  const want = await client.responses.create({ model: NAME, input: 'Who?', max_output_tokens: 8, temperature: 0 });
+  const r = await m(8).invoke('Who?');
+  assert.equal(r.text, want.output_text);
+  assert.equal(r.usage_metadata.output_tokens, want.usage.output_tokens);
+  let acc;
+  for await (const c of await m(8).stream('Who?')) acc = acc === undefined ? c : acc.concat(c);
+  assert.equal(acc.text, r.text);
+  checkPerson(await m(600).withStructuredOutput(personZod, { method: 'jsonSchema', name: 'person' }).invoke('Who?'));
+});
+
+test('OpenAIEmbeddings: the vectors the openai client gets', async () => {
+  const texts = ['hello', 'a longer sentence to embed'];
+  const want = await new OpenAI({ baseURL: emb.base + '/v1', apiKey: 'x', maxRetries: 0 })
+    .embeddings.create({ model: 'emb', input: texts, encoding_format: 'float' });
+  const e = new OpenAIEmbeddings({ model: 'emb', apiKey: 'x', maxRetries: 0, configuration: { baseURL: emb.base + '/v1' } });
+  const v = await e.embedDocuments(texts);
+  assert.deepEqual(v, want.data.map((d) => d.embedding));
+  assert.deepEqual(await e.embedQuery(texts[1]), v[1]);
 });
