@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# CI: end-to-end tests of `xinfer serve` through real HTTP (openai npm SDK + curl).
+# CI: end-to-end tests of `xinfer serve` through real HTTP (the openai npm SDK, LangChain JS,
+# the AI SDK, and curl).
 # Usage: .ci/server.sh [BINARY...]  (default build/xinfer; CI also passes build-asan/xinfer).
-# Needs Node.js >= 20 with npm, curl, Chromium (installed here when missing), and the models
-# under $XINFER_TEST_DATA (../shared/data).
+# Needs Node.js >= 20 with npm (openai 7 and the AI SDK declare >= 22 but pass on 20), curl,
+# Chromium (installed here when missing), and the models under $XINFER_TEST_DATA (../shared/data).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

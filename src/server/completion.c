@@ -1070,7 +1070,9 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api, i
     }
     j->tools = chat && j->req.tools_json && j->req.tool_choice != XI_TOOL_CHOICE_NONE &&
                (s->cfg.tool_parser || j->req.tool_choice >= XI_TOOL_CHOICE_REQUIRED);
-    j->reasoning = chat ? s->cfg.reasoning_parser : NULL;
+    /* a guided answer (structured output, a forced tool call) is held to its grammar from the
+     * first token, so it has no thought to split off: all of it is content */
+    j->reasoning = chat && !j->req.params.guide ? s->cfg.reasoning_parser : NULL;
     if (j->req.stream && s->cfg.force_include_usage) j->req.include_usage = 1;
     j->req.continuous_usage &= j->req.include_usage; /* vLLM: continuous stats need usage */
     if (prepare_prompts(j, &e) || submit_all(j, &e)) {

@@ -6,7 +6,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { zodResponseFormat, zodFunction, zodTextFormat } from 'openai/helpers/zod';
 import { startServer } from './lib/server.mjs';
+import { personZod, checkPerson } from './lib/person.mjs';
 
 let srv, plain, client, plainClient;
 const NAME = 'qwen-tiny';
@@ -74,4 +76,29 @@ test('response_format json_object: the answer is one JSON object, streamed or no
   let streamed = '';
   for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? '';
   assert.equal(streamed, text);
+});
+
+// The grammar holds a guided answer from its first token, so there is no thought in it: under
+// deepseek_r1 (all reasoning until a </think>) it must still come back as content and calls.
+test('with a reasoning parser, structured outputs and forced calls are content, parsed', async () => {
+  const req = { model: NAME, messages: [{ role: 'user', content: 'Who?' }], max_tokens: 300, temperature: 1, seed: 3 };
+  const r = await client.chat.completions.parse({ ...req, response_format: zodResponseFormat(personZod, 'person') });
+  checkPerson(r.choices[0].message.parsed);
+  assert.equal(r.choices[0].message.reasoning_content, undefined);
+  const stream = await client.chat.completions.create({ ...req, stream: true, response_format: zodResponseFormat(personZod, 'person') });
+  let text = '';
+  for await (const chunk of stream) {
+    assert.equal(chunk.choices[0]?.delta?.reasoning_content, undefined);
+    text += chunk.choices[0]?.delta?.content ?? '';
+  }
+  assert.equal(text, r.choices[0].message.content);
+  const t = await client.chat.completions.parse({
+    ...req, tools: [zodFunction({ name: 'lookup', parameters: personZod })], tool_choice: { type: 'function', function: { name: 'lookup' } },
+  });
+  checkPerson(t.choices[0].message.tool_calls[0].function.parsed_arguments);
+  const o = await client.responses.parse({
+    model: NAME, input: 'Who?', max_output_tokens: 600, temperature: 0, text: { format: zodTextFormat(personZod, 'person') },
+  });
+  checkPerson(o.output_parsed);
+  assert.deepEqual(o.output.map((i) => i.type), ['message']);
 });

@@ -1,24 +1,15 @@
-// Structured outputs through the openai SDK's parse helpers (chat.completions.parse under
-// `beta` in this SDK major) on the tiny Qwen2 model: random weights, so whatever the answer is
-// must come from the grammar. The schemas bound every string and array so it always finishes.
+// Structured outputs through the openai SDK's parse helpers (chat.completions.parse) on the
+// tiny Qwen2 model: random weights, so whatever the answer is must come from the grammar.
+// The schemas bound every string and array so it always finishes.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { zodResponseFormat, zodFunction, zodTextFormat } from 'openai/helpers/zod';
 import { startServer } from './lib/server.mjs';
+import { personSchema as person, personZod, checkPerson } from './lib/person.mjs';
 
 let srv, client;
 const NAME = 'qwen-tiny';
-const person = {
-  type: 'object',
-  properties: {
-    name: { type: 'string', maxLength: 8 },
-    age: { type: 'integer', minimum: 0, maximum: 120 },
-    tags: { type: 'array', items: { type: 'string', enum: ['a', 'b'] }, maxItems: 2 },
-    city: { anyOf: [{ type: 'null' }, { type: 'string', maxLength: 5 }] },
-  },
-  required: ['name', 'age', 'tags', 'city'],
-  additionalProperties: false,
-};
 const base = { model: NAME, messages: [{ role: 'user', content: 'Who?' }], max_tokens: 300, temperature: 1, seed: 11 };
 
 before(async () => {
@@ -27,16 +18,8 @@ before(async () => {
 });
 after(async () => assert.equal((await srv.stop()).code, 0));
 
-function checkPerson(p) {
-  assert.deepEqual(Object.keys(p), ['name', 'age', 'tags', 'city']);
-  assert.ok(typeof p.name === 'string' && [...p.name].length <= 8, p.name);
-  assert.ok(Number.isInteger(p.age) && p.age >= 0 && p.age <= 120, String(p.age));
-  assert.ok(Array.isArray(p.tags) && p.tags.length <= 2 && p.tags.every((t) => t === 'a' || t === 'b'));
-  assert.ok(p.city === null || (typeof p.city === 'string' && [...p.city].length <= 5));
-}
-
 test('chat.completions.parse with a strict json_schema gives a parsed object', async () => {
-  const r = await client.beta.chat.completions.parse({
+  const r = await client.chat.completions.parse({
     ...base, response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: person } },
   });
   const msg = r.choices[0].message;
@@ -56,12 +39,27 @@ test('streamed json_schema answers are the same kind of object', async () => {
 
 test('a named strict function: parse() reads the arguments the grammar held to its schema', async () => {
   const tools = [{ type: 'function', function: { name: 'lookup', strict: true, parameters: person } }];
-  const r = await client.beta.chat.completions.parse({
+  const r = await client.chat.completions.parse({
     ...base, tools, tool_choice: { type: 'function', function: { name: 'lookup' } },
   });
   const call = r.choices[0].message.tool_calls[0];
   assert.equal(call.function.name, 'lookup');
   checkPerson(call.function.parsed_arguments);
+});
+
+test('the zod helpers: zodResponseFormat, zodFunction and zodTextFormat parse what the grammar held', async () => {
+  const r = await client.chat.completions.parse({ ...base, seed: 12, response_format: zodResponseFormat(personZod, 'person') });
+  checkPerson(r.choices[0].message.parsed);
+  const t = await client.chat.completions.parse({
+    ...base, seed: 13, tools: [zodFunction({ name: 'lookup', parameters: personZod })],
+    tool_choice: { type: 'function', function: { name: 'lookup' } },
+  });
+  checkPerson(t.choices[0].message.tool_calls[0].function.parsed_arguments);
+  // /v1/responses takes no seed: greedy, and room for the schema's longest answer
+  const o = await client.responses.parse({
+    model: NAME, input: 'Who?', max_output_tokens: 600, temperature: 0, text: { format: zodTextFormat(personZod, 'person') },
+  });
+  checkPerson(o.output_parsed);
 });
 
 test('structured_outputs and guided_choice as vLLM reads them; refusals name the keyword', async () => {
