@@ -35,7 +35,7 @@ XI_INLINE uint16_t u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); 
 
 XI_INLINE int8x16_t s8(uint8x16_t v) { return vreinterpretq_s8_u8(v); }
 
-/* Four int8 scales, sign-extended, as the lanes of an int32 vector, from 16 int8 in v. */
+/* The 16 int8 scales in v, sign-extended, as four int32 vectors (scales 4g..4g+3 in out[g]). */
 XI_INLINE void widen16(int8x16_t v, int32x4_t out[4]) {
     const int16x8_t l = vmovl_s8(vget_low_s8(v)), h = vmovl_high_s8(v);
     out[0] = vmovl_s16(vget_low_s16(l)), out[1] = vmovl_high_s16(l);
@@ -135,7 +135,7 @@ XI_INLINE void blk_q45k(int five, int R, const uint8_t *w, const uint8_t *const 
     const int16x8_t mn = vreinterpretq_s16_u16(vmovl_u8(vcreate_u8(m_lo | (uint64_t)m_hi << 32)));
     const int32x4_t sc4[2] = {vmovl_s16(vget_low_s16(sc)), vmovl_high_s16(sc)};
     const uint8_t *qs = w + (five ? 48 : 16);
-    const uint8x16_t m4 = vdupq_n_u8(15), x10 = vdupq_n_u8(0x10);
+    const uint8x16_t m4 = vdupq_n_u8(15), x10 = vdupq_n_u8(0x10), x1f = vdupq_n_u8(0x1f);
     uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
     if (five) h0 = vld1q_u8(w + 16), h1 = vld1q_u8(w + 32);
     int32x4_t t[4][4]; /* [row][sub-block within the 128 values] */
@@ -146,11 +146,11 @@ XI_INLINE void blk_q45k(int five, int R, const uint8_t *w, const uint8_t *const 
         const uint8x16_t v0 = vld1q_u8(qs + 32 * j), v1 = vld1q_u8(qs + 32 * j + 16);
         uint8x16_t l0 = vandq_u8(v0, m4), l1 = vandq_u8(v1, m4);
         uint8x16_t u0 = vshrq_n_u8(v0, 4), u1 = vshrq_n_u8(v1, 4);
-        if (five) { /* bit 2j of qh for the low half, 2j+1 for the high half */
-            l0 = vorrq_u8(l0, vandq_u8(vshlq_n_u8(h0, 4), x10));
-            l1 = vorrq_u8(l1, vandq_u8(vshlq_n_u8(h1, 4), x10));
-            u0 = vorrq_u8(u0, vandq_u8(vshlq_n_u8(h0, 3), x10));
-            u1 = vorrq_u8(u1, vandq_u8(vshlq_n_u8(h1, 3), x10));
+        if (five) { /* bit 2j of qh for the low half (sli over the nibble, 5 bits kept),
+                     * 2j+1 for the high half (masked in place, sri the nibble under it) */
+            l0 = vandq_u8(vsliq_n_u8(v0, h0, 4), x1f), l1 = vandq_u8(vsliq_n_u8(v1, h1, 4), x1f);
+            u0 = vsriq_n_u8(vandq_u8(vshlq_n_u8(h0, 3), x10), v0, 4);
+            u1 = vsriq_n_u8(vandq_u8(vshlq_n_u8(h1, 3), x10), v1, 4);
             h0 = vshrq_n_u8(h0, 2), h1 = vshrq_n_u8(h1, 2);
         }
 #pragma GCC unroll 4
@@ -191,23 +191,24 @@ XI_INLINE void sub16_dot(int R, const int8x16_t *y, int g, const int32x4_t *sc4,
 XI_INLINE void blk_q6k(int R, const uint8_t *w, const uint8_t *const *a, int32x4_t *s) {
     int32x4_t sc4[4];
     widen16(vld1q_s8((const int8_t *)w + 192), sc4);
-    const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30), b = vdupq_n_u8(32);
+    const uint8x16_t m3f = vdupq_n_u8(0x3f), m30 = vdupq_n_u8(0x30), b = vdupq_n_u8(32);
 #pragma GCC unroll 2
     for (int half = 0; half < 2; half++) {
         const uint8_t *ql = w + 64 * half, *qh = w + 128 + 32 * half;
         const uint8x16_t q0 = vld1q_u8(ql), q1 = vld1q_u8(ql + 16), q2 = vld1q_u8(ql + 32),
                          q3 = vld1q_u8(ql + 48), g0 = vld1q_u8(qh), g1 = vld1q_u8(qh + 16);
-        const int8x16_t y0[4] = {
-            s8(vsubq_u8(vorrq_u8(vandq_u8(q0, m4), vandq_u8(vshlq_n_u8(g0, 4), m30)), b)),
-            s8(vsubq_u8(vorrq_u8(vandq_u8(q1, m4), vandq_u8(vshlq_n_u8(g1, 4), m30)), b)),
-            s8(vsubq_u8(vorrq_u8(vandq_u8(q2, m4), vandq_u8(vshlq_n_u8(g0, 2), m30)), b)),
-            s8(vsubq_u8(vorrq_u8(vandq_u8(q3, m4), vandq_u8(vshlq_n_u8(g1, 2), m30)), b))};
+        const uint8x16_t e0 = vshrq_n_u8(g0, 2), e1 = vshrq_n_u8(g1, 2); /* bits 2-3, 6-7 down */
+        /* sli: the high bits over the low nibble, then 6 bits kept; sri: the high nibble
+         * under the high bits already masked in place */
+        const int8x16_t y0[4] = {s8(vsubq_u8(vandq_u8(vsliq_n_u8(q0, g0, 4), m3f), b)),
+                                 s8(vsubq_u8(vandq_u8(vsliq_n_u8(q1, g1, 4), m3f), b)),
+                                 s8(vsubq_u8(vandq_u8(vsliq_n_u8(q2, e0, 4), m3f), b)),
+                                 s8(vsubq_u8(vandq_u8(vsliq_n_u8(q3, e1, 4), m3f), b))};
         sub16_dot(R, y0, 2 * half, sc4, a, s);
-        const int8x16_t y1[4] = {
-            s8(vsubq_u8(vorrq_u8(vshrq_n_u8(q0, 4), vandq_u8(g0, m30)), b)),
-            s8(vsubq_u8(vorrq_u8(vshrq_n_u8(q1, 4), vandq_u8(g1, m30)), b)),
-            s8(vsubq_u8(vorrq_u8(vshrq_n_u8(q2, 4), vandq_u8(vshrq_n_u8(g0, 2), m30)), b)),
-            s8(vsubq_u8(vorrq_u8(vshrq_n_u8(q3, 4), vandq_u8(vshrq_n_u8(g1, 2), m30)), b))};
+        const int8x16_t y1[4] = {s8(vsubq_u8(vsriq_n_u8(vandq_u8(g0, m30), q0, 4), b)),
+                                 s8(vsubq_u8(vsriq_n_u8(vandq_u8(g1, m30), q1, 4), b)),
+                                 s8(vsubq_u8(vsriq_n_u8(vandq_u8(e0, m30), q2, 4), b)),
+                                 s8(vsubq_u8(vsriq_n_u8(vandq_u8(e1, m30), q3, 4), b))};
         sub16_dot(R, y1, 2 * half + 1, sc4, a, s);
     }
 }
