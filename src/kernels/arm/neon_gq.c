@@ -120,19 +120,21 @@ XI_INLINE void blk32(int id, int R, const uint8_t *w, const uint8_t *const *a, i
 #define AQ(a, r, k) vld1q_s8((const int8_t *)((a)[r] + 4) + (k))
 
 /* Q4_K / Q5_K: 8 sub-blocks of 32; each 64 values are 32 bytes, low nibbles first. The 12
- * scale bytes (q[0..11]) give, as in scale_min_k4, for j < 4 sc = q[j] & 63, m = q[j+4] & 63
+ * scale bytes q[0..11] give, as in scale_min_k4, for j < 4 sc = q[j] & 63, m = q[j+4] & 63
  * and for j >= 4 sc = (q[j+4] & 15) | (q[j-4] >> 6) << 4, m = (q[j+4] >> 4) | (q[j] >> 6) << 4:
- * a byte of each 32-bit word at a time. */
+ * two table lookups put each lane's sources in place (lanes 0-7 sc, 8-15 m). */
 XI_INLINE void blk_q45k(int five, int R, const uint8_t *w, const uint8_t *const *a, int32x4_t *s,
                         int32x4_t *m) {
-    uint32_t q[3];
-    memcpy(q, w + 4, 12);
-    const uint32_t c6 = 0x3f3f3f3fu, c4 = 0x0f0f0f0fu, c2 = 0x03030303u;
-    const uint32_t sc_lo = q[0] & c6, m_lo = q[1] & c6;
-    const uint32_t sc_hi = (q[2] & c4) | ((q[0] >> 6) & c2) << 4;
-    const uint32_t m_hi = ((q[2] >> 4) & c4) | ((q[1] >> 6) & c2) << 4;
-    const int16x8_t sc = vreinterpretq_s16_u16(vmovl_u8(vcreate_u8(sc_lo | (uint64_t)sc_hi << 32)));
-    const int16x8_t mn = vreinterpretq_s16_u16(vmovl_u8(vcreate_u8(m_lo | (uint64_t)m_hi << 32)));
+    static const uint8_t lo_src[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11};
+    static const uint8_t hi_src[16] = {255, 255, 255, 255, 0, 1, 2, 3, 255, 255, 255, 255, 4, 5, 6, 7};
+    static const int8_t lo_shift[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -4, -4, -4, -4};
+    static const uint8_t lo_mask[16] = {63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15};
+    const uint8x16_t v = vld1q_u8(w + 4); /* the 12 scale bytes and 4 more of the block */
+    const uint8x16_t lo = vandq_u8(vshlq_u8(vqtbl1q_u8(v, vld1q_u8(lo_src)), vld1q_s8(lo_shift)),
+                                   vld1q_u8(lo_mask));
+    const uint8x16_t sm = vorrq_u8(lo, vshlq_n_u8(vshrq_n_u8(vqtbl1q_u8(v, vld1q_u8(hi_src)), 6), 4));
+    const int16x8_t sc = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(sm)));
+    const int16x8_t mn = vreinterpretq_s16_u16(vmovl_high_u8(sm));
     const int32x4_t sc4[2] = {vmovl_s16(vget_low_s16(sc)), vmovl_high_s16(sc)};
     const uint8_t *qs = w + (five ? 48 : 16);
     const uint8x16_t m4 = vdupq_n_u8(15), x10 = vdupq_n_u8(0x10), x1f = vdupq_n_u8(0x1f);
