@@ -11,7 +11,7 @@
  * run with one lane per output column (4 columns per vector), each lane doing the scalar
  * sequence: no horizontal float sums and no fused multiply-add (-std=c11 does not contract),
  * so every column has the oracle's bits for any row count, column range or thread split.
- * Rows go in blocks of ROW_BLOCK and tiles of up to 4, so a column group's weight rows are
+ * Rows go in blocks of ROW_BLOCK and tiles of up to 4 (2 for the K types), so a column group's weight rows are
  * read from memory once per row block and reused from cache by every tile; a tile of R rows
  * unpacks each weight block once for all R. */
 #include "kernels/arm/neon_common.h"
@@ -391,37 +391,41 @@ XI_INLINE void gq_tile(int id, int R, float *y, int64_t ldy, const uint8_t *act,
     }
 }
 
-/* One out-of-line function per (type, R). */
+/* One out-of-line function per (type, R). The K types take at most 2 rows a tile: with more,
+ * the live partials spill and a tile costs more per row than two of 2 (counted under qemu). */
 typedef void (*gq_fn)(float *, int64_t, const uint8_t *, size_t, const uint8_t *const *, int64_t, int);
 #define GQ_FN(T, R)                                                                            \
     static void gq_##T##_##R(float *y, int64_t ldy, const uint8_t *act, size_t astride,         \
                              const uint8_t *const *wr, int64_t nb, int nc) {                    \
         gq_tile(XI_GGML_##T, R, y, ldy, act, astride, wr, nb, nc);                              \
     }
-#define GQ_FNS(T) GQ_FN(T, 1) GQ_FN(T, 2) GQ_FN(T, 3) GQ_FN(T, 4)
-#define GQ_ROW(T) {XI_GGML_##T, {gq_##T##_1, gq_##T##_2, gq_##T##_3, gq_##T##_4}}
-GQ_FNS(Q4_0)
-GQ_FNS(Q4_1)
-GQ_FNS(Q5_0)
-GQ_FNS(Q5_1)
-GQ_FNS(Q8_0)
-GQ_FNS(IQ4_NL)
-GQ_FNS(Q2_K)
-GQ_FNS(Q3_K)
-GQ_FNS(Q4_K)
-GQ_FNS(Q5_K)
-GQ_FNS(Q6_K)
+#define GQ_FNS4(T) GQ_FN(T, 1) GQ_FN(T, 2) GQ_FN(T, 3) GQ_FN(T, 4)
+#define GQ_FNS2(T) GQ_FN(T, 1) GQ_FN(T, 2)
+#define GQ_ROW4(T) {XI_GGML_##T, 4, {gq_##T##_1, gq_##T##_2, gq_##T##_3, gq_##T##_4}}
+#define GQ_ROW2(T) {XI_GGML_##T, 2, {gq_##T##_1, gq_##T##_2, NULL, NULL}}
+GQ_FNS4(Q4_0)
+GQ_FNS4(Q4_1)
+GQ_FNS4(Q5_0)
+GQ_FNS4(Q5_1)
+GQ_FNS4(Q8_0)
+GQ_FNS4(IQ4_NL)
+GQ_FNS2(Q2_K)
+GQ_FNS2(Q3_K)
+GQ_FNS2(Q4_K)
+GQ_FNS2(Q5_K)
+GQ_FNS2(Q6_K)
 static const struct {
-    int id;
+    int id, rmax;
     gq_fn fn[4]; /* [R - 1] */
-} TILES[] = {GQ_ROW(Q4_0), GQ_ROW(Q4_1), GQ_ROW(Q5_0), GQ_ROW(Q5_1), GQ_ROW(Q8_0), GQ_ROW(IQ4_NL),
-             GQ_ROW(Q2_K), GQ_ROW(Q3_K), GQ_ROW(Q4_K), GQ_ROW(Q5_K), GQ_ROW(Q6_K)};
+} TILES[] = {GQ_ROW4(Q4_0), GQ_ROW4(Q4_1), GQ_ROW4(Q5_0), GQ_ROW4(Q5_1), GQ_ROW4(Q8_0), GQ_ROW4(IQ4_NL),
+             GQ_ROW2(Q2_K), GQ_ROW2(Q3_K), GQ_ROW2(Q4_K), GQ_ROW2(Q5_K), GQ_ROW2(Q6_K)};
 
 void xi_matmul_gq_neon(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
                        const xi_weight *w, int64_t n0, int64_t n1) {
     const gq_fn *fn = NULL;
+    int64_t rmax = 0;
     for (size_t i = 0; i < XI_ARRAY_LEN(TILES); i++)
-        if (TILES[i].id == w->qtype->id) fn = TILES[i].fn;
+        if (TILES[i].id == w->qtype->id) fn = TILES[i].fn, rmax = TILES[i].rmax;
     if (!fn) { /* another type: the oracle itself */
         xi_matmul_gq_ref(y, ldy, act, act_stride, rows, w, n0, n1);
         return;
@@ -435,8 +439,8 @@ void xi_matmul_gq_neon(float *y, int64_t ldy, const void *act, size_t act_stride
             const uint8_t *wr[4];
             for (int c = 0; c < 4; c++) /* past the last column: the last one again */
                 wr[c] = (const uint8_t *)w->data + (size_t)(n + XI_MIN(c, nc - 1)) * rb;
-            for (int64_t r = r0; r < re; r += 4) {
-                const int R = (int)XI_MIN((int64_t)4, re - r);
+            for (int64_t r = r0, R; r < re; r += R) {
+                R = XI_MIN(rmax, re - r);
                 fn[R - 1](y + r * ldy + n, ldy, (const uint8_t *)act + (size_t)r * act_stride,
                           act_stride, wr, nb, nc);
             }
