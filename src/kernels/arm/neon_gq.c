@@ -52,7 +52,8 @@ XI_INLINE void dot32(int R, int8x16_t w0, int8x16_t w1, const uint8_t *const *a,
     }
 }
 
-/* Q5_0 / Q5_1: the fifth bits (bit j of the 32-bit qh for value j) as 0x10 in a byte each. */
+/* Q5_0 / Q5_1: the fifth bits (bit j of the 32-bit qh for value j) as a byte mask each (0xff
+ * where set). */
 XI_INLINE void fifth(const uint8_t *qh4, uint8x16_t *h0, uint8x16_t *h1) {
     uint32_t qh;
     memcpy(&qh, qh4, 4);
@@ -60,9 +61,9 @@ XI_INLINE void fifth(const uint8_t *qh4, uint8x16_t *h0, uint8x16_t *h1) {
     static const uint8_t idx[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
     static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-    const uint8x16_t b = vld1q_u8(bit), x10 = vdupq_n_u8(0x10);
-    *h0 = vandq_u8(vtstq_u8(vqtbl1q_u8(v, vld1q_u8(idx)), b), x10);
-    *h1 = vandq_u8(vtstq_u8(vqtbl1q_u8(v, vld1q_u8(idx + 16)), b), x10);
+    const uint8x16_t b = vld1q_u8(bit);
+    *h0 = vtstq_u8(vqtbl1q_u8(v, vld1q_u8(idx)), b);
+    *h1 = vtstq_u8(vqtbl1q_u8(v, vld1q_u8(idx + 16)), b);
 }
 
 /* ---------------------------------------------------------------- 32-value blocks */
@@ -90,12 +91,12 @@ XI_INLINE void blk32(int id, int R, const uint8_t *w, const uint8_t *const *a, i
         w0 = vqtbl1q_s8(t, vandq_u8(q, m4)), w1 = vqtbl1q_s8(t, vshrq_n_u8(q, 4));
         break;
     }
-    case XI_GGML_Q5_0: {
+    case XI_GGML_Q5_0: { /* (nibble | 16 bit) - 16: the nibble, plus -16 (0xf0) where bit is clear */
         uint8x16_t h0, h1;
         fifth(w + 2, &h0, &h1);
-        const uint8x16_t q = vld1q_u8(w + 6), b = vdupq_n_u8(16);
-        w0 = s8(vsubq_u8(vorrq_u8(vandq_u8(q, m4), h0), b));
-        w1 = s8(vsubq_u8(vorrq_u8(vshrq_n_u8(q, 4), h1), b));
+        const uint8x16_t q = vld1q_u8(w + 6), f0 = vdupq_n_u8(0xf0);
+        w0 = s8(vaddq_u8(vandq_u8(q, m4), vbicq_u8(f0, h0)));
+        w1 = s8(vaddq_u8(vshrq_n_u8(q, 4), vbicq_u8(f0, h1)));
         break;
     }
     case XI_GGML_Q4_1: {
@@ -106,8 +107,9 @@ XI_INLINE void blk32(int id, int R, const uint8_t *w, const uint8_t *const *a, i
     default: { /* XI_GGML_Q5_1 */
         uint8x16_t h0, h1;
         fifth(w + 4, &h0, &h1);
-        const uint8x16_t q = vld1q_u8(w + 8);
-        w0 = s8(vorrq_u8(vandq_u8(q, m4), h0)), w1 = s8(vorrq_u8(vshrq_n_u8(q, 4), h1)), off = 4;
+        const uint8x16_t q = vld1q_u8(w + 8), x10 = vdupq_n_u8(0x10);
+        w0 = s8(vorrq_u8(vandq_u8(q, m4), vandq_u8(h0, x10)));
+        w1 = s8(vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(h1, x10))), off = 4;
         break;
     }
     }
@@ -223,7 +225,7 @@ XI_INLINE void blk_q23k(int three, int R, const uint8_t *w, const uint8_t *const
                         int32x4_t *m) {
     int32x4_t sc4[4];
     int16x8_t mn[2] = {vdupq_n_s16(0), vdupq_n_s16(0)};
-    const uint8x16_t c3 = vdupq_n_u8(3), c4 = vdupq_n_u8(4);
+    const uint8x16_t c3 = vdupq_n_u8(3), fc = vdupq_n_u8(0xfc);
     const uint8_t *qs = w + (three ? 32 : 16);
     uint8x16_t hm0 = vdupq_n_u8(0), hm1 = vdupq_n_u8(0);
     if (three) {
@@ -253,10 +255,10 @@ XI_INLINE void blk_q23k(int three, int R, const uint8_t *w, const uint8_t *const
 #pragma GCC unroll 2
             for (int p = 0; p < 2; p++) {
                 uint8x16_t x0 = vandq_u8(v0, c3), x1 = vandq_u8(v1, c3);
-                if (three) { /* (x | 4 * bit) - 4 */
-                    x0 = vsubq_u8(vorrq_u8(x0, vandq_u8(vshlq_n_u8(hm0, 2), c4)), c4);
-                    x1 = vsubq_u8(vorrq_u8(x1, vandq_u8(vshlq_n_u8(hm1, 2), c4)), c4);
-                    hm0 = vshrq_n_u8(hm0, 1), hm1 = vshrq_n_u8(hm1, 1);
+                if (three) { /* x - 4 where the bit is clear: plus 0xfc */
+                    const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << (4 * half + 2 * g + p)));
+                    x0 = vaddq_u8(x0, vbicq_u8(fc, vtstq_u8(hm0, bit)));
+                    x1 = vaddq_u8(x1, vbicq_u8(fc, vtstq_u8(hm1, bit)));
                 }
                 y[2 * p] = s8(x0), y[2 * p + 1] = s8(x1);
                 v0 = vshrq_n_u8(v0, 2), v1 = vshrq_n_u8(v1, 2);
