@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# CI for aarch64: cross-build with gcc-aarch64-linux-gnu and run the kernel, stories260K and
-# batch/chunk/thread invariance tests under qemu-aarch64, once with every feature qemu has
-# (-cpu max: SVE, i8mm, bf16, ...) and once as a Kunpeng-920-like core (cortex-a76: NEON,
-# fp16, dotprod, no SVE), so the NEON paths and the HWCAP dispatch run on every change.
+# CI for aarch64: cross-build with gcc-aarch64-linux-gnu and run the kernel tests (the GGML
+# block types' integer matmul included), stories260K, llama256 GGUF (every quantized type
+# through the integer path) and batch/chunk/thread invariance tests under qemu-aarch64, once
+# with every feature qemu has (-cpu max: SVE, i8mm, bf16, ...) and once as a Kunpeng-920-like
+# core (cortex-a76: NEON, fp16, dotprod, no SVE), so the NEON paths and the HWCAP dispatch run
+# on every change.
 # Speed under qemu means nothing; this is a correctness check (bench/arm64_insns.sh counts
 # instructions instead).
-#   T="kernels stories invariance thread_count" .ci/arm64.sh   test-name substrings (default)
+#   T="kernels stories gguf_model_llama256 gguf_model_quantized invariance thread_count"
+#     .ci/arm64.sh                        test-name substrings (default)
 #   BUILD_ARM64=build-arm64               build folder
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +28,7 @@ if ! dpkg -s gcc-aarch64-linux-gnu qemu-user $ARM_PKGS >/dev/null 2>&1; then
 fi
 
 BUILD="${BUILD_ARM64:-build-arm64}"
-T="${T:-kernels stories invariance thread_count}"
+T="${T:-kernels stories gguf_model_llama256 gguf_model_quantized invariance thread_count}"
 JOBS=$(nproc)
 
 echo "== cross-build ($BUILD)"

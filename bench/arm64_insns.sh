@@ -8,9 +8,14 @@
 #   bench/arm64_insns.sh            after .ci/arm64.sh has cross-built build-arm64
 #   QEMU_CPU=cortex-a76             the CPU model (default: a Kunpeng-920-like one)
 #   CASES="f16:1:256:896 ..."      format:rows:n_out:n_in (default below); format/row, e.g.
-#                                  f16/row, keeps the weight row-major (--load-format mmap)
-#   PRECISIONS="exact int8"        kernel precisions for int8 and awq (XINFER_KERNEL_PRECISION;
-#                                  int8 counts the quantization of x with the integer matmul)
+#                                  f16/row, keeps the weight row-major (--load-format mmap);
+#                                  a GGML block type by ggml name (q4_K:1:64:1024) runs its
+#                                  integer matmul on random blocks
+#   PRECISIONS="exact int8"        kernel precisions for int8, awq and GGML types
+#                                  (XINFER_KERNEL_PRECISION; int8 counts the quantization of x
+#                                  with the integer matmul)
+#   KERNELS=ref                    the variant (XINFER_KERNELS' names; default: the CPU's), e.g.
+#                                  to compare NEON with the scalar reference
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD_ARM64:-build-arm64}"
@@ -40,11 +45,11 @@ printf '%-6s %-5s %5s %6s %6s  %s\n' format acts rows n_out n_in 'insns/MAC'
 for c in $CASES; do
     IFS=: read -r fmt rows nout nin <<<"$c"
     precs=exact
-    case "$fmt" in int8* | awq*) precs="${PRECISIONS:-exact int8}" ;; esac
+    case "$fmt" in int8* | awq* | q[0-9]* | iq4*) precs="${PRECISIONS:-exact int8}" ;; esac
     for p in $precs; do
         for calls in 1 2; do
             XINFER_KERNEL_PRECISION=$p qemu-aarch64 -d in_asm,exec,nochain -D "$TMP/log$calls" \
-                "$BIN" "$fmt" "$rows" "$nout" "$nin" "$calls" >/dev/null
+                "$BIN" "$fmt" "$rows" "$nout" "$nin" "$calls" ${KERNELS:+"$KERNELS"} >/dev/null
         done
         a=$(count "$TMP/log1")
         b=$(count "$TMP/log2")

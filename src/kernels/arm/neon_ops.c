@@ -93,6 +93,6 @@ static void neon_silu_mul(float *y, const float *gate, const float *up, int64_t 
 static const xi_ops neon_int8;
 static const xi_ops neon_ops = NEON_TABLE("exact", neon_int8, NULL, NULL, NULL);
 static const xi_ops neon_int8 = NEON_TABLE("int8", neon_ops, xi_matmul_q_neon, xi_qx_quantize_block_neon,
-                                           xi_matmul_gq_ref);
+                                           xi_matmul_gq_neon);
 
 const xi_ops *xi_ops_neon(void) { return &neon_ops; }
