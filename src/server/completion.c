@@ -818,6 +818,18 @@ static void stream_free(void *cls) { job_release(cls); }
 
 /* ---- the handler -------------------------------------------------------------------------- */
 
+/* A chat answer's content after echo's prefix. */
+static json_t *echoed(const char *prefix, const char *text, size_t len) {
+    const size_t plen = strlen(prefix);
+    char *t = malloc(plen + len + 1);
+    if (!t) return NULL;
+    memcpy(t, prefix, plen);
+    if (len) memcpy(t + plen, text, len);
+    json_t *v = xi_srv_json_text(t, plen + len);
+    free(t);
+    return v;
+}
+
 static enum MHD_Result answer_body(xi_job *j) {
     int worst = 0;
     json_t *choices = json_array();
@@ -836,6 +848,10 @@ static enum MHD_Result answer_body(xi_job *j) {
         /* empty content next to tool calls or reasoning is null, as in OpenAI's and vLLM's answers */
         json_t *text = (calls || sp.has_reasoning) && !content_len ? json_null()
                                                                    : xi_srv_json_text(ctext, content_len);
+        if (j->req.chat_echo) { /* echo: the last message's content, then the answer's */
+            json_decref(text);
+            text = echoed(j->req.chat_echo, ctext, content_len);
+        }
         json_t *lp = c->lp ? json_incref(c->lp) : json_null();
         const char *finish = calls_finish(j, calls) ? "tool_calls" : finish_name(c->finish);
         json_t *ch = j->req.chat
@@ -1085,11 +1101,17 @@ enum MHD_Result xi_job_handle(xi_server *s, struct MHD_Connection *c, int api, i
 
     if (j->req.stream) {
         if (j->resp) xi_resp_begin(j->resp, j->id, j->created, j->s->cfg.served_names[0], resp_sink(j));
-        else if (chat)
+        else if (chat) {
             for (int i = 0; i < j->n_choices; i++)
                 sse_send(j, chunk_new(j, json_pack("[{s:i, s:{s:s, s:s}, s:n, s:n}]", "index", i, "delta",
                                                    "role", "assistant", "content", "", "logprobs",
                                                    "finish_reason")));
+            /* echo: each choice's first content is the last message's (vLLM) */
+            for (int i = 0; j->req.chat_echo && i < j->n_choices; i++)
+                sse_send(j, chunk_new(j, json_pack("[{s:i, s:{s:o}, s:n, s:n}]", "index", i, "delta", "content",
+                                                   xi_srv_json_text(j->req.chat_echo, strlen(j->req.chat_echo)),
+                                                   "logprobs", "finish_reason")));
+        }
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, j, stream_free);
         if (!r) {
             xi_job_abort(j);
