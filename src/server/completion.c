@@ -73,8 +73,9 @@ typedef struct job_choice {
     size_t text_offset;              /* completions logprobs: bytes of text so far */
     int32_t prev_token;              /* the token before the next logprobs entry */
     int started;                     /* echo and first chunk written */
-    size_t sent;                     /* streaming, parsed: bytes of the content part sent */
-    size_t r_sent;                   /* streaming, parsed: end of the reasoning sent (in text) */
+    size_t sent;                     /* streaming, no tool parser: bytes of the content part sent */
+    xi_reasoning_stream rs;          /* streaming: the reasoning parser's state */
+    xi_tool_stream ts;               /* streaming: the tool parser's state (over the content part) */
     json_t *token_ids;               /* return_token_ids: the output's ids so far, or NULL */
     size_t ids_sent;                 /* streaming: of token_ids, those already in a chunk */
     xi_finish_reason finish;
@@ -490,16 +491,16 @@ static json_t *job_tool_calls(xi_job *j, const char *text, size_t len, size_t *c
 }
 
 /* Streaming: forced calls go out whole at the end (the text is held back until then). */
-static json_t *job_tool_stream(xi_job *j, const char *text, size_t len, size_t *sent, int final, size_t *n) {
+static json_t *job_tool_stream(xi_job *j, xi_tool_stream *st, const char *text, size_t len, int final, size_t *n) {
     if (j->req.tool_choice < XI_TOOL_CHOICE_REQUIRED)
-        return xi_tool_stream_step(j->s->cfg.tool_parser, text, len, sent, final, n);
+        return xi_tool_stream_step(j->s->cfg.tool_parser, st, text, len, final, n);
     *n = 0;
     if (!final) return NULL;
     size_t content_len = len;
     json_t *calls = job_tool_calls(j, text, len, &content_len);
     if (!calls) {
-        *n = len - *sent;
-        *sent = len;
+        *n = len - st->sent;
+        st->sent = len;
     }
     return calls;
 }
@@ -620,13 +621,14 @@ static void consume(xi_job *j, job_event *ev) {
         const char *t = c->text ? c->text : "";
         size_t cb = 0;
         if (j->reasoning) {
-            const size_t from = xi_reasoning_stream_step(j->reasoning, t, c->text_len, final, &c->r_sent, &cb);
+            const size_t from = xi_reasoning_stream_step(j->reasoning, &c->rs, t, c->text_len, final, &cb);
             rtext = t + from;
-            rlen = c->r_sent - from;
+            rlen = c->rs.r_sent - from;
         }
-        dtext = t + cb + c->sent;
+        dtext = t + cb + (j->tools ? c->ts.sent : c->sent);
         if (j->tools) {
-            calls = job_tool_stream(j, t + cb, c->text_len - cb, &c->sent, final, &dlen);
+            /* cb stays put once content has begun, so the tool parser sees one growing text */
+            calls = job_tool_stream(j, &c->ts, t + cb, c->text_len - cb, final, &dlen);
             add_call_ids(j, calls);
         } else {
             dlen = c->text_len - cb - c->sent;
