@@ -1,7 +1,7 @@
 /* server: libmicrohttpd daemon, routing, auth and the small endpoints. Connections are served
  * by a few epoll threads (conn_guard.c bounds what each may cost); a handler never waits for
  * the engine: a request whose answer is not ready suspends its connection, and the engine's
- * output callback resumes it (see completion.c). */
+ * output callback resumes it (see completion_job.h). */
 #include "server/server_internal.h"
 #include "server/cors.h"
 #include "server/embeddings.h"
@@ -32,7 +32,7 @@ enum {
     XI_SEND_TIMEOUT_S = 60,          /* a client that reads nothing of its answer for this long */
 };
 
-/* ---- helpers shared with completion.c ----------------------------------------------------- */
+/* ---- helpers shared with completion*.c -------------------------------------------------- */
 
 void xi_srv_log(const char *fmt, ...) {
     char line[2048];

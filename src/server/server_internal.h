@@ -1,5 +1,5 @@
 /* server/server_internal: state shared by the HTTP routing (server.c) and the completion
- * jobs (completion.c). Not part of the server's interface. */
+ * jobs (completion.c, completion_job.c, completion_format.c). Not part of the server's interface. */
 #ifndef XI_SERVER_INTERNAL_H
 #define XI_SERVER_INTERNAL_H
 
