@@ -2,9 +2,13 @@
  * openssl command at test time, the server started with them, and libcurl talking to it with
  * that CA as its only trust. The model-backed checks use the random-weight Qwen2 model. */
 #include <curl/curl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "base/base.h"
 
 #include "server_util.h"
 #include "test.h"
@@ -251,4 +255,43 @@ TEST(test_tls_bad_files_are_one_line_errors_naming_the_file) {
         xi_server_free(srv);
         CHECKF(strstr(err, cases[i].named) && strstr(err, cases[i].says) && !strchr(err, '\n'), "case %zu: %s", i, err);
     }
+}
+
+/* `xinfer serve` with vLLM's flags: the HTTPS URL in its start-up line, the client
+ * certificate demanded; a bad file stops it with one line naming the file. */
+TEST(test_tls_xinfer_serve_takes_the_ssl_flags) {
+    CHECK(certs());
+    char *model = xi_test_data("models/qwen2-tiny-random");
+    const char *log = file("serve.log");
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(log, "w", stderr) || !freopen("/dev/null", "w", stdout)) _exit(127);
+        execl(xi_test_bin(), xi_test_bin(), "serve", model, "--host", "127.0.0.1", "--port", "0", "--threads", "1",
+              "--kv-cache-memory-bytes", "8000000", "--ssl-certfile", file("srv.pem"), "--ssl-keyfile",
+              file("srv.key"), "--ssl-ca-certs", file("ca.pem"), "--ssl-cert-reqs", "2", (char *)NULL);
+        _exit(127);
+    }
+    static const char line[] = "Starting server on https://127.0.0.1:";
+    int port = 0;
+    for (int tries = 0; pid > 0 && !port && tries < 400; tries++) {
+        usleep(50000);
+        char *text = xi_read_file(log, NULL, NULL, 0);
+        const char *at = text ? strstr(text, line) : NULL;
+        if (at) port = atoi(at + strlen(line));
+        free(text);
+        if (waitpid(pid, NULL, WNOHANG) == pid) break;
+    }
+    CHECKF(port > 0, "no start-up line in %s", log);
+    CHECK_EQ(answered(port, "cli"), 1);
+    CHECK_EQ(answered(port, NULL), 0);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s serve %s --port 0 --ssl-certfile %s --ssl-keyfile %s 2>&1; echo \"rc=$?\"",
+             xi_test_bin(), model, file("srv.pem"), file("cli.key"));
+    xi_test_run(cmd, &out);
+    CHECKF(out && strstr(out, "cli.key: the key does not match") && strstr(out, "\nrc=1\n"), "%s", out ? out : "");
+    free(out);
+    free(model);
 }
