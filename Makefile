@@ -3,7 +3,7 @@
 CC      ?= cc
 BUILD   ?= build
 PKG_CONFIG ?= pkg-config
-PKGS    := jansson libpcre2-8 libmicrohttpd libutf8proc libxxhash libcurl libcrypto yaml-0.1
+PKGS    := jansson libpcre2-8 libmicrohttpd gnutls libutf8proc libxxhash libcurl libcrypto yaml-0.1
 OPT     ?= -O2
 TRIPLE  := $(shell $(CC) -dumpmachine)
 

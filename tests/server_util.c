@@ -54,13 +54,8 @@ void ts_stop(server *s) {
     if (s->srv) xi_server_free(s->srv);
 }
 
-typedef struct body {
-    char *p;
-    size_t n;
-} body;
-
-static size_t on_data(char *d, size_t size, size_t n, void *user) {
-    body *b = user;
+size_t ts_on_data(char *d, size_t size, size_t n, void *user) {
+    ts_body *b = user;
     char *q = realloc(b->p, b->n + size * n + 1);
     if (!q) return 0;
     memcpy(q + b->n, d, size * n);
@@ -76,12 +71,12 @@ long ts_post(const server *s, const char *path, const char *json, char **out) {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
     CURL *c = curl_easy_init();
-    body b = {0};
+    ts_body b = {0};
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     if (json) curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, ts_on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     long status = 0;

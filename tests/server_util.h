@@ -25,5 +25,12 @@ void ts_stop(server *s);
 long ts_post(const server *s, const char *path, const char *json, char **out);
 /* GET path: the same. */
 long ts_get(const server *s, const char *path, char **out);
+/* A libcurl CURLOPT_WRITEFUNCTION collecting into a ts_body (CURLOPT_WRITEDATA): p is a
+ * NUL-terminated heap string of n bytes once anything came, else NULL. */
+typedef struct ts_body {
+    char *p;
+    size_t n;
+} ts_body;
+size_t ts_on_data(char *d, size_t size, size_t n, void *user);
 
 #endif

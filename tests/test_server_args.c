@@ -155,8 +155,32 @@ TEST(test_serve_args_vllm_only_flags_accepted_with_notice) {
     CHECK_STR(a.engine.kv_cache_dtype, "auto");
     CHECK_EQ(a.disable_log_stats, 1);
     /* refused: ignoring them would change what clients get */
+    CHECK(PARSE(&a, all_dirs, "/m", "--ssl-certfile", "c.pem", "--enable-ssl-refresh") == -1);
+    CHECKF(strstr(err, "--enable-ssl-refresh"), "%s", err);
+}
+
+/* vLLM's TLS flags: the files are the server's to read (test_server_tls); here what goes with
+ * what, and --ssl-cert-reqs as Python's ssl numbers it. */
+TEST(test_serve_args_ssl_flags_as_vllm_spells_them) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECKF(PARSE(&a, all_dirs, "/m", "--ssl-certfile", "c.pem", "--ssl-keyfile=k.pem", "--ssl-ca-certs", "ca.pem",
+                 "--ssl-cert-reqs", "2") == 0, "%s", err);
+    CHECK_STR(a.ssl_certfile, "c.pem");
+    CHECK_STR(a.ssl_keyfile, "k.pem");
+    CHECK_STR(a.ssl_ca_certs, "ca.pem");
+    CHECK_EQ(a.ssl_cert_reqs, 2);
+    CHECK(PARSE(&a, all_dirs, "/m") == 0);
+    CHECK(!a.ssl_certfile && !a.ssl_keyfile && !a.ssl_ca_certs && a.ssl_cert_reqs == 0);
+    CHECK(PARSE(&a, all_dirs, "/m", "--ssl-certfile", "c.pem", "--ssl-cert-reqs", "3") == -1);
+    CHECKF(strstr(err, "--ssl-cert-reqs"), "%s", err);
     CHECK(PARSE(&a, all_dirs, "/m", "--ssl-keyfile", "k.pem") == -1);
-    CHECKF(strstr(err, "--ssl-keyfile"), "%s", err);
+    CHECKF(strstr(err, "--ssl-keyfile needs --ssl-certfile"), "%s", err);
+    CHECK(PARSE(&a, all_dirs, "/m", "--ssl-ca-certs", "ca.pem") == -1);
+    CHECKF(strstr(err, "--ssl-ca-certs needs --ssl-certfile"), "%s", err);
+    CHECK(PARSE(&a, all_dirs, "/m", "--ssl-certfile", "c.pem", "--ssl-cert-reqs", "1") == -1);
+    CHECKF(strstr(err, "needs --ssl-ca-certs"), "%s", err);
 }
 
 TEST(test_serve_args_tool_call_flags_as_vllm_checks_them) {
@@ -233,7 +257,8 @@ TEST(test_serve_args_help_lists_every_flag) {
         "--uds", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
         "--download-dir", "--trust-remote-code", "--enforce-eager", "--swap-space",
         "--enable-auto-tool-choice", "--tool-call-parser", "--reasoning-parser",
-        "--override-generation-config"};
+        "--override-generation-config", "--ssl-certfile", "--ssl-keyfile", "--ssl-ca-certs",
+        "--ssl-cert-reqs"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         CHECKF(strstr(h, must[i]) != NULL, "--help lacks %s", must[i]);
 }

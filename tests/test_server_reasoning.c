@@ -2,7 +2,9 @@
  * parsers), whole and as a stream. No model needed. */
 #include <stdlib.h>
 
+#include "base/base.h"
 #include "server/reasoning.h"
+#include "server/tool_parse.h"
 #include "test.h"
 
 /* "reasoning|content" of a whole answer, "-" for no reasoning part */
@@ -42,12 +44,13 @@ static int stream_matches(const char *parser, const char *text) {
     if (want[0] == '-' && want[1] == '|') memmove(want, want + 1, strlen(want)); /* "|content" */
     for (size_t piece = 1; piece <= len; piece++) {
         char reasoning[512] = "", got[1024];
-        size_t r_sent = 0, c_begin = 0, have = 0;
+        xi_reasoning_stream st = {0};
+        size_t c_begin = 0, have = 0;
         while (have < len) {
             have = have + piece < len ? have + piece : len;
-            size_t from = xi_reasoning_stream_step(parser, text, have, have == len, &r_sent, &c_begin);
-            if (r_sent < from) return 0;
-            strncat(reasoning, text + from, r_sent - from);
+            size_t from = xi_reasoning_stream_step(parser, &st, text, have, have == len, &c_begin);
+            if (st.r_sent < from) return 0;
+            strncat(reasoning, text + from, st.r_sent - from);
         }
         snprintf(got, sizeof got, "%s|%s", reasoning, text + c_begin);
         if (strcmp(got, want)) {
@@ -67,4 +70,44 @@ TEST(test_reasoning_stream_matches_the_whole_answer_whatever_the_pieces) {
         CHECKF(stream_matches("deepseek_r1", texts[i]), "%s", texts[i]);
         CHECKF(stream_matches("qwen3", texts[i]), "%s", texts[i]);
     }
+}
+
+/* Streaming keeps what it found: each step reads only the new bytes. An 8 MiB answer in
+ * 64-byte pieces (131072 steps) takes milliseconds; rescanning the whole text every step
+ * would read about 0.5 TB. Both parsers as the server chains them: the tool parser over the
+ * content after the reasoning. */
+TEST(test_stream_parsers_take_time_linear_in_the_answer) {
+    const size_t body = 8u << 20, piece = 64;
+    static const char call[] = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+    char *text = malloc(body + 64 + sizeof call);
+    CHECK(text);
+    for (int pass = 0; pass < 2; pass++) {
+        /* 0: a long thought, then content and a call; 1: no thought, long content, a call */
+        size_t len = 0;
+        if (!pass) len += (size_t)sprintf(text, "<think>");
+        memset(text + len, pass ? 'b' : 'a', body);
+        len += body;
+        len += (size_t)sprintf(text + len, "%sx %s", pass ? "" : "</think>", call);
+        xi_reasoning_stream rs = {0};
+        xi_tool_stream ts = {0};
+        size_t cb = 0, content = 0, have = 0;
+        json_t *calls = NULL;
+        const double t0 = xi_now();
+        while (have < len) {
+            have = have + piece < len ? have + piece : len;
+            xi_reasoning_stream_step("qwen3", &rs, text, have, have == len, &cb);
+            size_t n;
+            json_t *c = xi_tool_stream_step("hermes", &ts, text + cb, have - cb, have == len, &n);
+            content += n;
+            if (c) calls = c;
+        }
+        const double took = xi_now() - t0;
+        fprintf(stderr, "    pass %d: %zu bytes in %zu-byte pieces: %.3f s\n", pass, len, piece, took);
+        CHECKF(took < 2.0, "%.2f s: the stream is rescanned", took);
+        CHECK_EQ(rs.r_sent, pass ? 0 : 7 + body);
+        CHECK_EQ(content, pass ? body + 2 : 2); /* "x " (and the b's) before the call */
+        CHECK_EQ(json_array_size(calls), 1);
+        json_decref(calls);
+    }
+    free(text);
 }

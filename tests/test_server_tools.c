@@ -75,12 +75,13 @@ static int stream_matches(const char *parser, const char *text, const char *want
     const size_t len = strlen(text);
     for (size_t piece = 1; piece <= len; piece++) {
         char *got = calloc(len + 1, 1);
-        size_t got_len = 0, sent = 0;
+        size_t got_len = 0;
+        xi_tool_stream st = {0};
         json_t *calls = NULL;
         for (size_t have = 0; have < len;) {
             have = have + piece < len ? have + piece : len;
-            size_t n, from = sent;
-            json_t *c = xi_tool_stream_step(parser, text, have, &sent, have == len, &n);
+            size_t n, from = st.sent;
+            json_t *c = xi_tool_stream_step(parser, &st, text, have, have == len, &n);
             if (c && have < len) { /* calls before the end */
                 json_decref(c);
                 free(got);

@@ -181,6 +181,10 @@ int cmd_serve(int argc, char **argv) {
         .tokenizer_info = a.tokenizer_info,
         .fingerprint_mode = a.fingerprint_mode,
         .fingerprint_value = a.fingerprint_value,
+        .ssl_certfile = a.ssl_certfile,
+        .ssl_keyfile = a.ssl_keyfile,
+        .ssl_ca_certs = a.ssl_ca_certs,
+        .ssl_cert_reqs = a.ssl_cert_reqs,
     };
     xi_server *srv = xi_server_start(&cfg, fd, err, sizeof err);
     if (!srv) {
@@ -235,8 +239,12 @@ int cmd_serve(int argc, char **argv) {
         free(model_dir);
         return 1;
     }
-    if (a.uds) xi_srv_log("Starting server on unix:%s", a.uds);
-    else xi_srv_log("Starting server on http://%s:%d", a.host, port);
+    const char *scheme = a.ssl_certfile ? "https" : "http";
+    if (a.uds) xi_srv_log("Starting server on unix:%s (%s)", a.uds, scheme);
+    else xi_srv_log("Starting server on %s://%s:%d", scheme, a.host, port);
+    if (a.ssl_cert_reqs)
+        xi_srv_log("TLS: client certificates %s, checked against %s",
+                   a.ssl_cert_reqs == 2 ? "required" : "optional", a.ssl_ca_certs);
     if (a.n_api_keys) xi_srv_log("API key required on /v1/*, /tokenize, /detokenize");
     xi_srv_log("Application startup complete.");
 

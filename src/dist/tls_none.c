@@ -1,11 +1,11 @@
-/* dist/tls_none: the GnuTLS entry points of Debian's static libmicrohttpd, for the release
- * binary. Debian builds libmicrohttpd with HTTPS, but xinfer never asks it for TLS (vLLM's
- * --ssl-keyfile/--ssl-certfile are refused by name, see src/server/serve_args.c), and GnuTLS
- * has no static build of its own dependencies (p11-kit). So the release binary links this
- * TLS back end instead: start-up succeeds, and any TLS session would fail with
- * GNUTLS_E_UNIMPLEMENTED_FEATURE, as in a libmicrohttpd configured with --disable-https. */
+/* dist/tls_none: the GnuTLS entry points of Debian's static libmicrohttpd and of
+ * src/server/tls.c, for the release binary. GnuTLS has no static build of its own
+ * dependencies (p11-kit), so the release binary links this TLS back end instead: plain HTTP
+ * works, and --ssl-certfile fails at start-up with GNUTLS_E_UNIMPLEMENTED_FEATURE, which
+ * server/tls.c reports as "this xinfer binary has no TLS" (the dynamic build serves HTTPS). */
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <stdlib.h>
 
 #define NO_TLS GNUTLS_E_UNIMPLEMENTED_FEATURE
@@ -132,4 +132,38 @@ void gnutls_psk_free_server_credentials(gnutls_psk_server_credentials_t sc) { (v
 void gnutls_psk_set_server_credentials_function(gnutls_psk_server_credentials_t cred,
                                                 gnutls_psk_server_credentials_function *func) {
     (void)cred, (void)func;
+}
+
+/* server/tls.c: checking the --ssl-* files and the client-certificate policy */
+int gnutls_x509_crt_init(gnutls_x509_crt_t *cert) {
+    *cert = NULL;
+    return NO_TLS;
+}
+int gnutls_x509_crt_import(gnutls_x509_crt_t cert, const gnutls_datum_t *data, gnutls_x509_crt_fmt_t format) {
+    (void)cert, (void)data, (void)format;
+    return NO_TLS;
+}
+void gnutls_x509_crt_deinit(gnutls_x509_crt_t cert) { (void)cert; }
+int gnutls_x509_privkey_init(gnutls_x509_privkey_t *key) {
+    *key = NULL;
+    return NO_TLS;
+}
+int gnutls_x509_privkey_import2(gnutls_x509_privkey_t key, const gnutls_datum_t *data,
+                                gnutls_x509_crt_fmt_t format, const char *password, unsigned int flags) {
+    (void)key, (void)data, (void)format, (void)password, (void)flags;
+    return NO_TLS;
+}
+void gnutls_x509_privkey_deinit(gnutls_x509_privkey_t key) { (void)key; }
+const gnutls_datum_t *gnutls_certificate_get_peers(gnutls_session_t session, unsigned int *list_size) {
+    (void)session;
+    *list_size = 0;
+    return NULL;
+}
+int gnutls_certificate_verify_peers2(gnutls_session_t session, unsigned int *status) {
+    (void)session;
+    *status = GNUTLS_CERT_INVALID;
+    return NO_TLS;
+}
+void gnutls_session_set_verify_function(gnutls_session_t session, gnutls_certificate_verify_function *func) {
+    (void)session, (void)func;
 }

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "server/embeddings.h"
+#include "base/base.h"
 #include "server/server_internal.h"
 
 #define MAX_INPUTS 2048
@@ -79,12 +80,6 @@ static void job_release(emb_job *j) {
     if (!left) job_free(j);
 }
 
-static double wall_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Engine thread: copy the vector, never wait. */
 static void on_output(void *user, const xi_output *o) {
     emb_input *in = user;
@@ -92,7 +87,7 @@ static void on_output(void *user, const xi_output *o) {
     if (o->finish_reason == XI_FINISH_NONE) return;
     if (j->s->metrics) {
         xi_metrics_sample m = {.finish = o->finish_reason, .ttft = -1,
-                               .e2e = o->arrival_time > 0 ? wall_now() - o->arrival_time : -1,
+                               .e2e = o->arrival_time > 0 ? xi_wall_time() - o->arrival_time : -1,
                                .queue = o->queue_time, .prefill = o->prefill_time,
                                .prompt_tokens = o->prompt_tokens, .prefilled = o->finish_reason == XI_FINISH_STOP};
         xi_metrics_observe(j->s->metrics, &m);

@@ -275,6 +275,22 @@ static int parse_messages(xi_oai_request *r, json_t *body, const char *key, char
     return *out ? 0 : xi_oai_fail(e, 500, NULL, "out of memory");
 }
 
+/* Chat echo as vLLM answers it: the answer starts with the last message's content when that
+ * message is in the answer's role, the assistant's with add_generation_prompt (the default),
+ * else the last message's own (the answer continues it). */
+static int chat_echo(xi_oai_request *r, xi_oai_error *e) {
+    json_t *m = json_loads(r->messages_json, 0, NULL);
+    json_t *last = json_array_get(m, json_array_size(m) - 1);
+    const char *role = json_string_value(json_object_get(last, "role"));
+    json_t *content = json_object_get(last, "content");
+    int rc = 0;
+    if (role && json_string_length(content) && (!r->add_generation_prompt || !strcmp(role, "assistant")) &&
+        !(r->chat_echo = strdup(json_string_value(content))))
+        rc = xi_oai_fail(e, 500, NULL, "out of memory");
+    json_decref(m);
+    return rc;
+}
+
 static int parse_tools(json_t *body, char **out, xi_oai_error *e) {
     json_t *t = field(body, "tools");
     if (!t) return 0;
@@ -577,6 +593,8 @@ int xi_oai_parse(xi_oai_request *r, int chat, const char *body, size_t len, xi_o
             goto out;
         }
         if (r->continue_final_message) r->add_generation_prompt = 0;
+        int echo = 0;
+        if (get_bool(root, "echo", &echo, e) < 0 || (echo && chat_echo(r, e))) goto out;
     } else if (parse_prompts(r, root, e)) {
         goto out;
     }
@@ -589,6 +607,7 @@ out:
 void xi_oai_request_free(xi_oai_request *r) {
     free(r->model);
     free(r->messages_json);
+    free(r->chat_echo);
     free(r->tools_json);
     free(r->kwargs_json);
     for (int i = 0; i < r->n_prompts; i++) {

@@ -51,7 +51,7 @@ typedef struct xi_oai_request {
     char ignored[256];              /* the body's fields this server does not know, ", "-joined */
     int n;                          /* samples per prompt */
     int max_tokens;                 /* -1: until max_model_len */
-    int echo;                       /* completions: prompt text precedes the output */
+    int echo;                       /* completions: prompt text precedes the output (chat: chat_echo) */
     int logprobs;                   /* -1 none, else top-k alternatives per token */
     int add_special_tokens;         /* completions 1, chat 0 (the template writes BOS) */
     /* chat */
@@ -61,6 +61,8 @@ typedef struct xi_oai_request {
     int tool_choice;                /* XI_TOOL_CHOICE_* */
     char *forced_tool;              /* the named function of tool_choice (owned) or NULL */
     int add_generation_prompt, continue_final_message;
+    char *chat_echo;                /* echo: the last message's content, which the answer starts
+                                       with (owned), or NULL */
     /* completions */
     xi_oai_prompt *prompts;         /* [n_prompts] owned */
     int n_prompts;

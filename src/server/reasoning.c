@@ -40,13 +40,42 @@ void xi_reasoning_scan(const char *parser, const char *text, size_t len, int fin
     out->c_begin = len;
 }
 
-size_t xi_reasoning_stream_step(const char *parser, const char *text, size_t len, int final,
-                                size_t *r_sent, size_t *c_begin) {
-    xi_reasoning_span sp;
-    xi_reasoning_scan(parser, text, len, final, &sp);
-    if (*r_sent < sp.r_begin) *r_sent = sp.r_begin; /* a leading <think> is not sent */
-    const size_t start = *r_sent;
-    if (sp.r_end > *r_sent) *r_sent = sp.r_end;
-    *c_begin = sp.c_begin;
+enum { R_UNDECIDED, R_THINKING, R_ENDED, R_NONE };
+
+size_t xi_reasoning_stream_step(const char *parser, xi_reasoning_stream *st, const char *text, size_t len,
+                                int final, size_t *c_begin) {
+    const size_t ns = sizeof START - 1, ne = sizeof END - 1;
+    if (st->phase == R_UNDECIDED) {
+        if (!final && len < ns && !memcmp(text, START, len)) { /* may still open with <think> */
+            *c_begin = len;
+            return st->r_sent;
+        }
+        const int opens = len >= ns && !memcmp(text, START, ns);
+        if (!strcmp(parser, "qwen3") && !opens) {
+            st->phase = R_NONE;
+        } else {
+            st->phase = R_THINKING;
+            st->r_begin = st->scanned = st->r_sent = opens ? ns : 0; /* a leading <think> is not sent */
+        }
+    }
+    if (st->phase == R_NONE) {
+        *c_begin = 0;
+        return st->r_sent;
+    }
+    const size_t start = st->r_sent;
+    if (st->phase == R_THINKING) {
+        const char *end = len > st->scanned ? memmem(text + st->scanned, len - st->scanned, END, ne) : NULL;
+        size_t r_end;
+        if (end) {
+            r_end = (size_t)(end - text);
+            st->c_begin = r_end + ne;
+            st->phase = R_ENDED;
+        } else {
+            if (len + 1 > st->scanned + ne) st->scanned = len + 1 - ne; /* a </think> can only start after */
+            r_end = len - (final ? 0 : xi_tag_partial_tail(text + st->r_begin, len - st->r_begin, END));
+        }
+        if (r_end > st->r_sent) st->r_sent = r_end;
+    }
+    *c_begin = st->phase == R_ENDED ? st->c_begin : len;
     return start;
 }

@@ -31,10 +31,22 @@ typedef struct xi_reasoning_span {
 void xi_reasoning_scan(const char *parser, const char *text, size_t len, int final,
                        xi_reasoning_span *out);
 
-/* One streaming step over the text so far: the reasoning to send now is text[start, *r_sent)
- * (the return value is start; *r_sent advances, never back), and *c_begin is where the
- * content part starts (len while the thought goes on). */
-size_t xi_reasoning_stream_step(const char *parser, const char *text, size_t len, int final,
-                                size_t *r_sent, size_t *c_begin);
+/* A streamed answer's split so far, zeroed before its first step. What was decided and
+ * searched is kept, so each step looks only at the bytes that are new (and a tag's length
+ * before them): a stream costs time linear in its length, not quadratic. */
+typedef struct xi_reasoning_stream {
+    int phase;                      /* undecided, thinking, thought ended, no reasoning */
+    size_t r_begin;                 /* where the reasoning starts (after a leading <think>) */
+    size_t r_sent;                  /* end of the reasoning sent */
+    size_t scanned;                 /* no </think> starts before this */
+    size_t c_begin;                 /* where the content starts, once the thought ended */
+} xi_reasoning_stream;
+
+/* One streaming step over the text so far (the same text each step, grown): the reasoning to
+ * send now is text[start, st->r_sent) (the return value is start; r_sent advances, never
+ * back), and *c_begin is where the content part starts (len while the thought goes on).
+ * Streamed in any pieces, the parts end up where xi_reasoning_scan puts them. */
+size_t xi_reasoning_stream_step(const char *parser, xi_reasoning_stream *st, const char *text, size_t len,
+                                int final, size_t *c_begin);
 
 #endif

@@ -1,5 +1,5 @@
 /* server/responses: POST /v1/responses (OpenAI's Responses API) as vLLM serves it, on top
- * of the chat completion job (completion.c):
+ * of the chat completion job (completion_job.h):
  *
  *   request   `input` (a string or items: messages with text parts, function_call and
  *             function_call_output), `instructions` (a system message first),

@@ -110,6 +110,7 @@ typedef enum {
     F_AUTO_TOOL, F_TOOL_PARSER, F_REASONING, F_OVERRIDE_GEN, F_RUNNER, F_TASK, F_CONFIG, F_KEEP_ALIVE, F_READ_TIMEOUT,
     F_LIMIT_CONC, F_MAX_SEQS_REQ, F_PARSE_BYTES, F_ONLY,
     F_NO_WEBUI, F_CORS_ORIGINS, F_CORS_METHODS, F_CORS_HEADERS, F_CORS_CREDENTIALS, F_REQUEST_ID,
+    F_SSL_KEY, F_SSL_CERT, F_SSL_CA, F_SSL_REQS,
     F_FORCE_USAGE, F_LOAD_TRACKING, F_HIDDEN_METRICS, F_TOKENIZER_INFO, F_FINGERPRINT, F_FINGERPRINT_VALUE,
     F_IGNORED, F_REFUSED,
 } flag_id;
@@ -176,6 +177,10 @@ static const flag_def flags[] = {
     {"--allowed-methods", NULL, F_CORS_METHODS, 1, "JSON      CORS methods allowed ([\"*\"])"},
     {"--allowed-headers", NULL, F_CORS_HEADERS, 1, "JSON      CORS request headers allowed ([\"*\"])"},
     {"--allow-credentials", NULL, F_CORS_CREDENTIALS, 0, "          CORS answers allow credentials"},
+    {"--ssl-certfile", NULL, F_SSL_CERT, 1, "FILE      serve HTTPS with this PEM certificate (chain)"},
+    {"--ssl-keyfile", NULL, F_SSL_KEY, 1, "FILE      its PEM private key, unencrypted (default: in --ssl-certfile)"},
+    {"--ssl-ca-certs", NULL, F_SSL_CA, 1, "FILE      PEM CAs that sign client certificates"},
+    {"--ssl-cert-reqs", NULL, F_SSL_REQS, 1, "N         client certificates: 0 none (default), 1 optional, 2 required"},
     {"--enable-request-id-headers", NULL, F_REQUEST_ID, 0, "          answer with X-Request-Id (the client's, or a new one)"},
     {"--enable-force-include-usage", NULL, F_FORCE_USAGE, 0, "          every stream ends with a usage chunk, asked for or not"},
     {"--enable-server-load-tracking", NULL, F_LOAD_TRACKING, 0, "          GET /load counts the requests being answered"},
@@ -219,9 +224,9 @@ static const flag_def flags[] = {
     {"--config-format", NULL, F_ONLY, 1, "auto|hf"},
     {"--chat-template-content-format", NULL, F_ONLY, 1, "auto|string"},
     /* Ignoring these would silently change what clients get (plaintext instead of TLS,
-     * another tokenizer or revision, adapters not applied): refused by name. */
-    {"--ssl-keyfile", NULL, F_REFUSED, 1, NULL},
-    {"--ssl-certfile", NULL, F_REFUSED, 1, NULL},
+     * certificates not reloaded, another tokenizer or revision, adapters not applied): refused
+     * by name. */
+    {"--enable-ssl-refresh", NULL, F_REFUSED, 0, NULL},
     {"--tokenizer", NULL, F_REFUSED, 1, NULL},
     {"--revision", NULL, F_REFUSED, 1, NULL},
     {"--enable-lora", NULL, F_REFUSED, 0, NULL},
@@ -278,7 +283,7 @@ static const flag_def *find_flag(const char *name, size_t len) {
 }
 
 const char *xi_serve_args_help(void) {
-    static char text[8192];
+    static char text[16384];
     if (text[0]) return text;
     size_t n = 0;
     n += (size_t)snprintf(text + n, sizeof text - n,
@@ -424,6 +429,10 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
     case F_CORS_HEADERS: a->allowed_headers = v; return xi_cors_check_list(flag, v, err, errlen);
     case F_CORS_CREDENTIALS: a->allow_credentials = 1; return 0;
     case F_REQUEST_ID: a->request_id_headers = 1; return 0;
+    case F_SSL_CERT: a->ssl_certfile = v; return 0;
+    case F_SSL_KEY: a->ssl_keyfile = v; return 0;
+    case F_SSL_CA: a->ssl_ca_certs = v; return 0;
+    case F_SSL_REQS: return parse_int(flag, v, 0, 2, &a->ssl_cert_reqs, err, errlen);
     case F_FORCE_USAGE: a->force_include_usage = 1; return 0;
     case F_LOAD_TRACKING: a->server_load_tracking = 1; return 0;
     case F_TOKENIZER_INFO: a->tokenizer_info = 1; return 0;
@@ -573,6 +582,12 @@ int xi_serve_args_parse(xi_serve_args *a, int argc, char **argv,
     if (a->enable_auto_tool_choice && !a->tool_call_parser)
         return fail(err, errlen, "--enable-auto-tool-choice needs --tool-call-parser (supported: %s)",
                     xi_tool_parser_names());
+    if (!a->ssl_certfile && (a->ssl_keyfile || a->ssl_ca_certs || a->ssl_cert_reqs))
+        return fail(err, errlen, "%s needs --ssl-certfile",
+                    a->ssl_keyfile ? "--ssl-keyfile" : a->ssl_ca_certs ? "--ssl-ca-certs" : "--ssl-cert-reqs");
+    if (a->ssl_cert_reqs && !a->ssl_ca_certs)
+        return fail(err, errlen, "--ssl-cert-reqs %d needs --ssl-ca-certs (the CAs that sign client certificates)",
+                    a->ssl_cert_reqs);
     if (a->fingerprint_mode && !strcmp(a->fingerprint_mode, "custom") && !a->fingerprint_value)
         return fail(err, errlen, "--fingerprint-mode custom needs --fingerprint-value");
 

@@ -37,6 +37,9 @@ typedef struct xi_serve_args {
     const char *allowed_methods, *allowed_headers;
     int allow_credentials;          /* --allow-credentials */
     int request_id_headers;         /* --enable-request-id-headers */
+    const char *ssl_certfile;       /* HTTPS: --ssl-certfile (NULL: plain HTTP), --ssl-keyfile, */
+    const char *ssl_keyfile, *ssl_ca_certs; /* --ssl-ca-certs (files, read by the server) */
+    int ssl_cert_reqs;              /* --ssl-cert-reqs: 0 none, 1 optional, 2 required */
     int force_include_usage;        /* --enable-force-include-usage */
     int server_load_tracking;       /* --enable-server-load-tracking (GET /load) */
     const char *show_hidden_metrics; /* --show-hidden-metrics-for-version X.Y, or NULL */

@@ -1,7 +1,7 @@
 /* server: libmicrohttpd daemon, routing, auth and the small endpoints. Connections are served
  * by a few epoll threads (conn_guard.c bounds what each may cost); a handler never waits for
  * the engine: a request whose answer is not ready suspends its connection, and the engine's
- * output callback resumes it (see completion.c). */
+ * output callback resumes it (see completion_job.h). */
 #include "server/server_internal.h"
 #include "server/cors.h"
 #include "server/embeddings.h"
@@ -32,7 +32,7 @@ enum {
     XI_SEND_TIMEOUT_S = 60,          /* a client that reads nothing of its answer for this long */
 };
 
-/* ---- helpers shared with completion.c ----------------------------------------------------- */
+/* ---- helpers shared with completion*.c -------------------------------------------------- */
 
 void xi_srv_log(const char *fmt, ...) {
     char line[2048];
@@ -126,6 +126,18 @@ int xi_srv_peer_closed(struct MHD_Connection *c, int eof_gone, int *probed) {
     char b;
     ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    if (MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION)) {
+        /* TLS: a client leaving sends a close_notify alert (bytes that stay unread while the
+         * answer is pending) and then FIN. Plain bytes cannot probe a TLS stream, and HTTP
+         * clients do not half-close TLS, so FIN after the request is the client gone. */
+        if (n > 0) {
+            struct tcp_info ti;
+            socklen_t tl = sizeof ti;
+            if (getsockopt(ci->connect_fd, IPPROTO_TCP, TCP_INFO, &ti, &tl)) return 0; /* a Unix socket */
+            n = ti.tcpi_state == TCP_CLOSE_WAIT || ti.tcpi_state == TCP_CLOSE ? 0 : 1;
+        }
+        return !n && eof_gone;
+    }
     if (n > 0) return 0;
     if (!probed) return eof_gone;
     /* EOF after a complete request: a client that only half-closed still reads its answer,
@@ -600,6 +612,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+/* MHD_OPTION_NOTIFY_CONNECTION: the guard counts the socket; with TLS, the session (set up,
+ * not yet shaken hands) learns whether to ask for a client certificate. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    xi_server *s = cls;
+    xi_guard_notify(cls, c, socket_context, code);
+    if (code != MHD_CONNECTION_NOTIFY_STARTED || !s->tls.cert_pem) return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (ci) xi_tls_session_start(&s->tls, ci->tls_session);
+}
+
 /* ---- life cycle --------------------------------------------------------------------------- */
 
 int xi_server_listen(const char *host, int port, const char *uds, int *bound_port, char *err,
@@ -675,8 +698,17 @@ xi_server *xi_server_start(const xi_server_config *cfg, int listen_fd, char *err
     if (s->cfg.timeout_request_read <= 0) s->cfg.timeout_request_read = 30;
     if (s->cfg.max_seqs_per_request <= 0) s->cfg.max_seqs_per_request = 1024;
     if (s->cfg.max_parse_bytes <= 0) s->cfg.max_parse_bytes = 1LL << 30;
+    const xi_server_config *c = &s->cfg;
+    if ((c->ssl_certfile || c->ssl_keyfile || c->ssl_ca_certs || c->ssl_cert_reqs) &&
+        xi_tls_load(&s->tls, c->ssl_keyfile, c->ssl_certfile, c->ssl_ca_certs, c->ssl_cert_reqs, err, errlen)) {
+        close(listen_fd);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return NULL;
+    }
     if (xi_guard_start(s)) {
         snprintf(err, errlen, "cannot start the HTTP server's watchdog thread");
+        xi_tls_free(&s->tls);
         close(listen_fd);
         pthread_mutex_destroy(&s->mu);
         free(s);
@@ -687,17 +719,30 @@ xi_server *xi_server_start(const xi_server_config *cfg, int listen_fd, char *err
      * inactivity timeout only matters while answering (a client that stops reading): the
      * watchdog enforces the tighter deadlines before that. */
     const unsigned limit = (unsigned)(s->cfg.limit_concurrency + xi_guard_reserve(s->cfg.limit_concurrency));
+    struct MHD_OptionItem tls[4] = {{MHD_OPTION_END, 0, NULL}};
+    if (s->tls.cert_pem) {
+        int n = 0;
+        tls[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls.key_pem};
+        tls[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls.cert_pem};
+        /* the CAs only with client certificates asked for: libmicrohttpd asks once it has them */
+        if (s->tls.cert_reqs != XI_TLS_CERT_NONE)
+            tls[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, s->tls.ca_pem};
+        tls[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    }
     s->daemon = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC, 0, NULL, NULL,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+            (s->tls.cert_pem ? MHD_USE_TLS : 0),
+        0, NULL, NULL,
         on_request, s, MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, xi_guard_notify, s,
+        on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_ARRAY, tls,
         MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)XI_HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT, limit,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)XI_SEND_TIMEOUT_S,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!s->daemon) {
-        snprintf(err, errlen, "cannot start the HTTP server");
+        snprintf(err, errlen, "cannot start the HTTP server%s", s->tls.cert_pem ? " with TLS" : "");
         xi_guard_stop(s);
+        xi_tls_free(&s->tls);
         close(listen_fd);
         pthread_mutex_destroy(&s->mu);
         free(s);
@@ -747,6 +792,7 @@ void xi_server_free(xi_server *s) {
     if (!s) return;
     xi_server_stop(s);
     xi_metrics_free(s->metrics);
+    xi_tls_free(&s->tls);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

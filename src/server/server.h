@@ -45,6 +45,9 @@ typedef struct xi_server_config {
     const char *model_dir;           /* the folder loaded (xi_server_set_model_dir), or NULL */
     const char *fingerprint_mode;    /* server/fingerprint: full (NULL), hash, custom, none */
     const char *fingerprint_value;   /* custom's value */
+    /* HTTPS (server/tls.h) when ssl_certfile is set; the files are read by xi_server_start. */
+    const char *ssl_certfile, *ssl_keyfile, *ssl_ca_certs;
+    int ssl_cert_reqs;               /* client certificates: 0 none, 1 optional, 2 required */
 } xi_server_config;
 
 /* A listening socket on host:port (port 0: a free one, written to *bound_port) or on the

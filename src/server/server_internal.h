@@ -1,5 +1,5 @@
 /* server/server_internal: state shared by the HTTP routing (server.c) and the completion
- * jobs (completion.c). Not part of the server's interface. */
+ * jobs (completion.c, completion_job.c, completion_format.c). Not part of the server's interface. */
 #ifndef XI_SERVER_INTERNAL_H
 #define XI_SERVER_INTERNAL_H
 
@@ -11,6 +11,7 @@
 #include "server/metrics.h"
 #include "server/oai.h"
 #include "server/server.h"
+#include "server/tls.h"
 
 typedef struct xi_job xi_job;
 typedef struct xi_conn xi_conn;
@@ -39,6 +40,7 @@ struct xi_server {
     pthread_t watchdog;              /* deadlines and suspended jobs (conn_guard.c) */
     atomic_int watchdog_stop;
     _Atomic int64_t parse_bytes;     /* bytes charged by requests being parsed (xi_srv_charge) */
+    xi_tls tls;                      /* HTTPS: the PEMs libmicrohttpd serves (cert_pem NULL: plain HTTP) */
     char fingerprint[128];           /* system_fingerprint; "" answers null (set with the engine) */
 };
 
@@ -59,7 +61,8 @@ void xi_srv_new_id(xi_server *s, const char *prefix, char out[40]);
 
 /* The client of connection c has gone away (checked without blocking). An error on the socket
  * always means gone; EOF means gone when eof_gone and probed is NULL. With probed (HTTP/1.1,
- * no response bytes sent yet) the first EOF sends a probe that a gone client resets. */
+ * no response bytes sent yet) the first EOF sends a probe that a gone client resets. Under
+ * TLS nothing is probed: EOF, or FIN behind unread bytes, means gone when eof_gone. */
 int xi_srv_peer_closed(struct MHD_Connection *c, int eof_gone, int *probed);
 
 /* ---- conn_guard.c ---- */

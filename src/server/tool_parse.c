@@ -22,13 +22,28 @@ static size_t skip_space(const char *text, size_t len, size_t i) {
     return i;
 }
 
-size_t xi_tool_content_prefix(const char *parser, const char *text, size_t len) {
+/* xi_tool_content_prefix, resuming where the search of the text's earlier steps ended */
+static size_t stream_prefix(const char *parser, xi_tool_stream *st, const char *text, size_t len) {
     if (is_llama3(parser)) { /* calls are the whole answer: hold it all once it opens with { */
-        const size_t i = skip_space(text, len, 0);
+        const size_t i = st->scanned = skip_space(text, len, st->scanned);
         return i == len || text[i] == '{' ? 0 : len;
     }
-    const char *p = memmem(text, len, OPEN, sizeof OPEN - 1);
-    return p ? (size_t)(p - text) : len - xi_tag_partial_tail(text, len, OPEN);
+    const size_t no = sizeof OPEN - 1;
+    if (!st->found && len > st->scanned) {
+        const char *p = memmem(text + st->scanned, len - st->scanned, OPEN, no);
+        if (p) {
+            st->found = 1;
+            st->open_at = (size_t)(p - text);
+        } else if (len + 1 > st->scanned + no) {
+            st->scanned = len + 1 - no; /* a <tool_call> can only start after */
+        }
+    }
+    return st->found ? st->open_at : len - xi_tag_partial_tail(text, len, OPEN);
+}
+
+size_t xi_tool_content_prefix(const char *parser, const char *text, size_t len) {
+    xi_tool_stream st = {0};
+    return stream_prefix(parser, &st, text, len);
 }
 
 /* A call from a decoded object, or NULL when it is not {"name": string, args: ...}, args
@@ -96,13 +111,13 @@ json_t *xi_tool_calls_parse(const char *parser, const char *text, size_t len, si
     return calls;
 }
 
-json_t *xi_tool_stream_step(const char *parser, const char *text, size_t len, size_t *sent,
+json_t *xi_tool_stream_step(const char *parser, xi_tool_stream *st, const char *text, size_t len,
                             int final, size_t *n) {
     json_t *calls = NULL;
-    size_t upto = xi_tool_content_prefix(parser, text, len);
+    size_t upto = stream_prefix(parser, st, text, len);
     if (final && !(calls = xi_tool_calls_parse(parser, text, len, &upto))) upto = len;
     /* the prefix only grows with the text, so this never goes back */
-    *n = upto > *sent ? upto - *sent : 0;
-    *sent += *n;
+    *n = upto > st->sent ? upto - st->sent : 0;
+    st->sent += *n;
     return calls;
 }

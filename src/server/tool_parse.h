@@ -31,11 +31,22 @@ size_t xi_tool_content_prefix(const char *parser, const char *text, size_t len);
  * malformed). *content_len is then the bytes before the first call. */
 json_t *xi_tool_calls_parse(const char *parser, const char *text, size_t len, size_t *content_len);
 
-/* One streaming step over a choice's text so far: text[*sent, *sent + *n) is the content to
- * send now (then *sent advances past it). Before the end, content stops where a <tool_call>
- * may begin; at the end (final) the calls are parsed and returned, and the content is what
- * precedes them, or all the text when there are none. */
-json_t *xi_tool_stream_step(const char *parser, const char *text, size_t len, size_t *sent,
+/* A streamed answer's state, zeroed before its first step: the content sent, and what was
+ * searched already, so that each step looks only at the new bytes (a stream costs time
+ * linear in its length; the calls are parsed once, at the end). */
+typedef struct xi_tool_stream {
+    size_t sent;                    /* content bytes sent */
+    size_t scanned;                 /* hermes: no <tool_call> starts before this; llama3_json: blanks */
+    size_t open_at;                 /* hermes: where the first <tool_call> starts, when found */
+    int found;
+} xi_tool_stream;
+
+/* One streaming step over a choice's text so far (the same text each step, grown):
+ * text[st->sent, st->sent + *n) is the content to send now (then sent advances past it).
+ * Before the end, content stops where a <tool_call> may begin; at the end (final) the calls
+ * are parsed and returned, and the content is what precedes them, or all the text when there
+ * are none. */
+json_t *xi_tool_stream_step(const char *parser, xi_tool_stream *st, const char *text, size_t len,
                             int final, size_t *n);
 
 #endif

@@ -16,15 +16,16 @@ static void check_reasoning(const char *parser, const char *text, size_t len, si
     xi_reasoning_scan(parser, text, len, 1, &whole);
     if (whole.r_begin > whole.r_end || whole.r_end > whole.c_begin || whole.c_begin > len)
         fuzz_fail("%s: span out of order", parser);
-    size_t r_sent = 0, c_begin = 0, have = 0, first = (size_t)-1;
+    xi_reasoning_stream st = {0};
+    size_t c_begin = 0, have = 0, first = (size_t)-1;
     while (have < len) {
         have = have + piece < len ? have + piece : len;
-        const size_t prev = r_sent;
-        const size_t from = xi_reasoning_stream_step(parser, text, have, have == len, &r_sent, &c_begin);
-        if (r_sent < prev || from < prev || r_sent > have) fuzz_fail("%s: reasoning went back", parser);
-        if (r_sent > from && first == (size_t)-1) first = from;
+        const size_t prev = st.r_sent;
+        const size_t from = xi_reasoning_stream_step(parser, &st, text, have, have == len, &c_begin);
+        if (st.r_sent < prev || from < prev || st.r_sent > have) fuzz_fail("%s: reasoning went back", parser);
+        if (st.r_sent > from && first == (size_t)-1) first = from;
     }
-    if (len && r_sent != whole.r_end && whole.r_end > whole.r_begin) fuzz_fail("%s: reasoning ends apart", parser);
+    if (len && st.r_sent != whole.r_end && whole.r_end > whole.r_begin) fuzz_fail("%s: reasoning ends apart", parser);
     if (len && first != (size_t)-1 && first != whole.r_begin) fuzz_fail("%s: reasoning starts apart", parser);
     if (len && c_begin != whole.c_begin) fuzz_fail("%s: content starts apart", parser);
 }
@@ -41,12 +42,13 @@ static void check_tools(const char *parser, const char *text, size_t len, size_t
             fuzz_fail("%s: call %zu without a string name and arguments", parser, i);
     }
 
-    size_t sent = 0, have = 0, got = 0;
+    xi_tool_stream st = {0};
+    size_t have = 0, got = 0;
     json_t *streamed = NULL;
     while (have < len) {
         have = have + piece < len ? have + piece : len;
-        size_t n, from = sent;
-        json_t *c = xi_tool_stream_step(parser, text, have, &sent, have == len, &n);
+        size_t n, from = st.sent;
+        json_t *c = xi_tool_stream_step(parser, &st, text, have, have == len, &n);
         if (from != got) fuzz_fail("%s: content pieces not contiguous", parser);
         got += n;
         if (c && have < len) fuzz_fail("%s: calls before the last piece", parser);
