@@ -118,7 +118,8 @@ TEST(test_tp2_mpi_killed_rank_fails_requests_and_server_exits_naming_it) {
              "for i in $(seq 1 240); do curl -sf 127.0.0.1:$P/health >/dev/null && break; sleep 0.25; done\n"
              "req() { curl -s -o /dev/null -w '%%{http_code}\\n' --max-time 30 127.0.0.1:$P/v1/completions "
              "  -H 'Content-Type: application/json' -d '{\"model\":\"'$M'\",\"prompt\":\"Once\",\"max_tokens\":64}'; }\n"
-             "(for i in $(seq 1 400); do req; done) >$T/codes &\n"
+             ": >$T/codes\n" /* there before the loop below reads it */
+             "(for i in $(seq 1 400); do req; done) >>$T/codes &\n"
              "L=$!\n"
              "while [ $(grep -c 200 $T/codes) -lt 3 ]; do sleep 0.05; done\n"
              "for p in $(pgrep -f -- \"--port $P\"); do tr '\\0' '\\n' </proc/$p/environ 2>/dev/null "
