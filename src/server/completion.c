@@ -44,13 +44,13 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     xi_job *j = cls;
     for (;;) {
-        if (j->out_off < j->out_len) {
-            size_t n = max < j->out_len - j->out_off ? max : j->out_len - j->out_off;
-            memcpy(buf, j->out + j->out_off, n);
+        if (j->out_off < j->out.len) {
+            size_t n = max < j->out.len - j->out_off ? max : j->out.len - j->out_off;
+            memcpy(buf, j->out.data + j->out_off, n);
             j->out_off += n;
             return (ssize_t)n;
         }
-        j->out_len = j->out_off = 0;
+        j->out.len = j->out_off = 0;
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         int done, gone;
         if (drain_or_park(j, &done, &gone)) return 0;

@@ -13,11 +13,11 @@
 /* ---- connection thread: events → choices / SSE -------------------------------------------- */
 
 static int out_append(xi_job *j, const char *data, size_t n) {
-    return xi_srv_append(&j->out, &j->out_len, &j->out_cap, data, n);
+    return xi_buf_append(&j->out, data, n);
 }
 
 static xi_resp_sink resp_sink(xi_job *j) {
-    return (xi_resp_sink){&j->out, &j->out_len, &j->out_cap};
+    return (xi_resp_sink){&j->out};
 }
 
 static void sse_send(xi_job *j, json_t *o) {
@@ -149,7 +149,7 @@ static const char *finish_name(xi_finish_reason r) {
 }
 
 static void text_append(job_choice *c, const char *t, size_t n) {
-    xi_srv_append(&c->text, &c->text_len, &c->text_cap, t, n);
+    xi_buf_append(&c->text, t, n);
 }
 
 /* Tool calls get ids (and, streaming, their index) as OpenAI's do. */
@@ -302,20 +302,20 @@ static void consume(xi_job *j, job_event *ev) {
     if (j->tools || j->reasoning || j->resp) {
         const int final = ev->finish != XI_FINISH_NONE;
         text_append(c, ev->text ? ev->text : "", ev->text_len);
-        const char *t = c->text ? c->text : "";
+        const char *t = c->text.data ? c->text.data : "";
         size_t cb = 0;
         if (j->reasoning) {
-            const size_t from = xi_reasoning_stream_step(j->reasoning, &c->rs, t, c->text_len, final, &cb);
+            const size_t from = xi_reasoning_stream_step(j->reasoning, &c->rs, t, c->text.len, final, &cb);
             rtext = t + from;
             rlen = c->rs.r_sent - from;
         }
         dtext = t + cb + (j->tools ? c->ts.sent : c->sent);
         if (j->tools) {
             /* cb stays put once content has begun, so the tool parser sees one growing text */
-            calls = job_tool_stream(j, &c->ts, t + cb, c->text_len - cb, final, &dlen);
+            calls = job_tool_stream(j, &c->ts, t + cb, c->text.len - cb, final, &dlen);
             add_call_ids(j, calls);
         } else {
-            dlen = c->text_len - cb - c->sent;
+            dlen = c->text.len - cb - c->sent;
             c->sent += dlen;
         }
     }
@@ -450,11 +450,11 @@ enum MHD_Result xi_job_answer(xi_job *j) {
         job_choice *c = &j->choices[i];
         if (c->finish == XI_FINISH_ERROR || c->finish == XI_FINISH_NONE) worst = 1;
         /* the reasoning first, then the tool calls in what follows it */
-        const char *all = c->text ? c->text : "";
+        const char *all = c->text.data ? c->text.data : "";
         xi_reasoning_span sp = {0, 0, 0, 0};
-        if (j->reasoning) xi_reasoning_scan(j->reasoning, all, c->text_len, 1, &sp);
+        if (j->reasoning) xi_reasoning_scan(j->reasoning, all, c->text.len, 1, &sp);
         const char *ctext = all + sp.c_begin;
-        size_t content_len = c->text_len - sp.c_begin;
+        size_t content_len = c->text.len - sp.c_begin;
         json_t *calls = j->tools && c->finish != XI_FINISH_ERROR
                             ? job_tool_calls(j, ctext, content_len, &content_len) : NULL;
         add_call_ids(j, calls);

@@ -67,14 +67,14 @@ static void job_free(xi_job *j) {
         lp_free(j->subs[i].plps, j->subs[i].n_plps);
     }
     for (int i = 0; i < j->n_choices; i++) {
-        free(j->choices[i].text);
+        xi_buf_free(&j->choices[i].text);
         free(j->choices[i].stop_reason);
         json_decref(j->choices[i].lp);
         json_decref(j->choices[i].token_ids);
     }
     free(j->subs);
     free(j->choices);
-    free(j->out);
+    xi_buf_free(&j->out);
     xi_resp_free(j->resp);
     xi_oai_request_free(&j->req);
     pthread_mutex_destroy(&j->mu);

@@ -63,8 +63,7 @@ typedef struct job_sub {
 
 typedef struct job_choice {
     /* connection thread */
-    char *text;                      /* [text_len] accumulated output (non-streaming) */
-    size_t text_len, text_cap;
+    xi_buf text;                     /* accumulated output (non-streaming) */
     json_t *lp;                      /* logprobs being built, or NULL */
     size_t text_offset;              /* completions logprobs: bytes of text so far */
     int32_t prev_token;              /* the token before the next logprobs entry */
@@ -98,8 +97,8 @@ struct xi_job {
     char id[40];
     long created;
     struct MHD_Connection *conn;
-    char *out;                       /* [out_len] SSE bytes not yet handed to MHD, owned */
-    size_t out_len, out_cap, out_off;
+    xi_buf out;                      /* SSE bytes, handed to MHD from out_off on, owned */
+    size_t out_off;
     int ended;                       /* the last SSE bytes are in out */
     int suspended;                   /* mu: the connection is suspended, waiting for events */
     int gone;                        /* mu: the client went away while suspended */

@@ -18,8 +18,7 @@ struct xi_resp {
     json_t *items;                   /* finished output items, owned */
     int open;                        /* OPEN_*: the item receiving text */
     char item_id[64];                /* the open item's id */
-    char *text;                      /* [text_len] the open item's text so far, owned */
-    size_t text_len, text_cap;
+    xi_buf text;                     /* the open item's text so far, owned */
     int n_made;                      /* items made, for their ids */
 };
 
@@ -281,14 +280,14 @@ void xi_resp_free(xi_resp *r) {
     json_decref(r->echo);
     json_decref(r->items);
     free(r->model);
-    free(r->text);
+    xi_buf_free(&r->text);
     free(r);
 }
 
 /* ---- the answer --------------------------------------------------------------------------- */
 
 static void emit(xi_resp *r, xi_resp_sink out, const char *type, json_t *o) {
-    if (!out.data) {
+    if (!out.buf) {
         json_decref(o);
         return;
     }
@@ -299,9 +298,9 @@ static void emit(xi_resp *r, xi_resp_sink out, const char *type, json_t *o) {
     if (!s) return;
     char head[96];
     int n = snprintf(head, sizeof head, "event: %s\ndata: ", type);
-    xi_srv_append(out.data, out.len, out.cap, head, (size_t)n);
-    xi_srv_append(out.data, out.len, out.cap, s, strlen(s));
-    xi_srv_append(out.data, out.len, out.cap, "\n\n", 2);
+    xi_buf_append(out.buf, head, (size_t)n);
+    xi_buf_append(out.buf, s, strlen(s));
+    xi_buf_append(out.buf, "\n\n", 2);
     free(s);
 }
 
@@ -335,7 +334,7 @@ static json_t *part_of(int open, const char *text, size_t len) {
 
 static json_t *item_of(xi_resp *r, const char *status, int with_part) {
     json_t *content = json_array();
-    if (with_part) json_array_append_new(content, part_of(r->open, r->text, r->text_len));
+    if (with_part) json_array_append_new(content, part_of(r->open, r->text.data ? r->text.data : "", r->text.len));
     if (r->open == OPEN_MESSAGE)
         return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", r->item_id, "type", "message", "status", status,
                          "role", "assistant", "content", content);
@@ -349,15 +348,15 @@ static void close_item(xi_resp *r, xi_resp_sink out) {
     const int msg = r->open == OPEN_MESSAGE;
     emit(r, out, msg ? "response.output_text.done" : "response.reasoning_text.done",
          json_pack("{s:s, s:i, s:i, s:o}", "item_id", r->item_id, "output_index", idx, "content_index", 0, "text",
-                   xi_srv_json_text(r->text, r->text_len)));
+                   xi_srv_json_text(r->text.data ? r->text.data : "", r->text.len)));
     emit(r, out, "response.content_part.done",
          json_pack("{s:s, s:i, s:i, s:o}", "item_id", r->item_id, "output_index", idx, "content_index", 0, "part",
-                   part_of(r->open, r->text, r->text_len)));
+                   part_of(r->open, r->text.data ? r->text.data : "", r->text.len)));
     json_t *item = item_of(r, "completed", 1);
     emit(r, out, "response.output_item.done", json_pack("{s:i, s:O}", "output_index", idx, "item", item));
     json_array_append_new(r->items, item);
     r->open = OPEN_NONE;
-    r->text_len = 0;
+    r->text.len = 0;
 }
 
 static void add_text(xi_resp *r, int kind, const char *t, size_t n, xi_resp_sink out) {
@@ -373,7 +372,7 @@ static void add_text(xi_resp *r, int kind, const char *t, size_t n, xi_resp_sink
              json_pack("{s:s, s:i, s:i, s:o}", "item_id", r->item_id, "output_index", idx, "content_index", 0,
                        "part", part_of(kind, "", 0)));
     }
-    xi_srv_append(&r->text, &r->text_len, &r->text_cap, t, n);
+    xi_buf_append(&r->text, t, n);
     json_t *ev = json_pack("{s:s, s:i, s:i, s:o}", "item_id", r->item_id, "output_index",
                            (int)json_array_size(r->items), "content_index", 0, "delta", xi_srv_json_text(t, n));
     if (kind == OPEN_MESSAGE) json_object_set_new(ev, "logprobs", json_array());

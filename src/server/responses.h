@@ -23,6 +23,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "base/base.h"
 #include "server/oai.h"
 
 typedef struct xi_resp xi_resp;
@@ -32,11 +33,10 @@ typedef struct xi_resp xi_resp;
 xi_resp *xi_resp_parse(const char *body, size_t len, char **chat_body, xi_oai_error *e);
 void xi_resp_free(xi_resp *r);
 
-/* Where streamed events go: bytes appended with xi_srv_append's contract; data NULL when
- * the answer is not streamed (nothing is written then). */
+/* Where streamed events go: a buffer they are appended to; NULL when the answer is not
+ * streamed (nothing is written then). */
 typedef struct xi_resp_sink {
-    char **data;
-    size_t *len, *cap;
+    xi_buf *buf;
 } xi_resp_sink;
 
 /* The response's identity; streaming, response.created and response.in_progress. */

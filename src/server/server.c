@@ -3,6 +3,7 @@
  * the engine: a request whose answer is not ready suspends its connection, and the engine's
  * output callback resumes it (see completion_job.h). */
 #include "server/server_internal.h"
+#include "base/base.h"
 #include "server/cors.h"
 #include "server/embeddings.h"
 #include "server/fingerprint.h"
@@ -59,21 +60,6 @@ void xi_srv_new_id(xi_server *s, const char *prefix, char out[40]) {
     pthread_mutex_unlock(&s->mu);
     snprintf(out, 40, "%s-%016llx%08llx", prefix, (unsigned long long)a,
              (unsigned long long)(b >> 32));
-}
-
-int xi_srv_append(char **data, size_t *len, size_t *cap, const void *src, size_t n) {
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap : 256;
-        while (c < *len + n + 1) c *= 2;
-        char *b = realloc(*data, c);
-        if (!b) return -1;
-        *data = b;
-        *cap = c;
-    }
-    memcpy(*data + *len, src, n);
-    *len += n;
-    (*data)[*len] = 0;
-    return 0;
 }
 
 json_t *xi_srv_json_text(const char *s, size_t n) {
@@ -320,8 +306,7 @@ static const struct {
 /* Per-connection-request state (MHD's con_cls). */
 typedef struct conn_state {
     route_id route;
-    char *body;                      /* [len] bytes + NUL, owned */
-    size_t len, cap;
+    xi_buf body;                     /* the bytes so far + NUL, owned */
     int too_big;                     /* body exceeded max_body_bytes: drained, then 413 */
     int answered;                    /* a response was queued before the body was read */
     int over;                        /* the connection came in past --limit-concurrency */
@@ -333,19 +318,17 @@ typedef struct conn_state {
 } conn_state;
 
 static void drop_body(conn_state *st) {
-    free(st->body);
-    st->body = NULL;
-    st->len = st->cap = 0;
+    xi_buf_free(&st->body);
 }
 
 static int append_body(xi_server *s, conn_state *st, const char *data, size_t n) {
     if (st->too_big || st->busy) return 0;
-    if ((int64_t)(st->len + n) > s->cfg.max_body_bytes) {
+    if ((int64_t)(st->body.len + n) > s->cfg.max_body_bytes) {
         st->too_big = 1;
         drop_body(st);
         return 0;
     }
-    const int64_t more = (int64_t)(st->len + n) - st->charged; /* chunked, or past the length */
+    const int64_t more = (int64_t)(st->body.len + n) - st->charged; /* chunked, or past the length */
     if (more > 0) {
         if (xi_srv_charge(s, more)) {
             st->busy = 1;
@@ -354,7 +337,7 @@ static int append_body(xi_server *s, conn_state *st, const char *data, size_t n)
         }
         st->charged += more;
     }
-    return xi_srv_append(&st->body, &st->len, &st->cap, data, n);
+    return xi_buf_append(&st->body, data, n);
 }
 
 static enum MHD_Result fail_status(struct MHD_Connection *c, int status, const char *param,
@@ -476,7 +459,7 @@ static const char busy_msg[] = "the server is parsing too many request bytes at 
 static int weigh_body(xi_server *s, struct MHD_Connection *c, conn_state *st, enum MHD_Result *ret) {
     int64_t elements;
     char msg[200];
-    if (xi_srv_json_shape(st->body ? st->body : "", st->len, &elements) > XI_JSON_MAX_DEPTH) {
+    if (xi_srv_json_shape(st->body.data ? st->body.data : "", st->body.len, &elements) > XI_JSON_MAX_DEPTH) {
         snprintf(msg, sizeof msg, "the JSON body is nested deeper than %d levels", XI_JSON_MAX_DEPTH);
         *ret = fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, msg);
         return 1;
@@ -514,9 +497,9 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
         return xi_srv_respond(c, eng && !atomic_load(&s->stopping) ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
                               NULL, strdup(""));
     if (!eng) return fail_status(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "the model is still loading");
-    const char *body = st->body ? st->body : "";
+    const char *body = st->body.data ? st->body.data : "";
     if (st->route == R_INVOCATIONS) { /* the request's own fields say which API it is for */
-        const int api = xi_oai_invocation_api(body, st->len, s->cfg.pooling);
+        const int api = xi_oai_invocation_api(body, st->body.len, s->cfg.pooling);
         if (api < 0)
             return fail_status(c, MHD_HTTP_BAD_REQUEST, NULL, s->cfg.pooling
                                ? "/invocations takes an embeddings request here (with \"input\")"
@@ -538,18 +521,18 @@ static enum MHD_Result dispatch(xi_server *s, struct MHD_Connection *c, conn_sta
     enum MHD_Result ret;
     if (!bodyless && weigh_body(s, c, st, &ret)) return ret;
     switch (st->route) {
-    case R_CHAT: return xi_job_handle(s, c, XI_API_CHAT, st->http11, body, st->len, &st->job);
-    case R_COMPLETIONS: return xi_job_handle(s, c, XI_API_COMPLETIONS, st->http11, body, st->len, &st->job);
-    case R_RESPONSES: return xi_job_handle(s, c, XI_API_RESPONSES, st->http11, body, st->len, &st->job);
+    case R_CHAT: return xi_job_handle(s, c, XI_API_CHAT, st->http11, body, st->body.len, &st->job);
+    case R_COMPLETIONS: return xi_job_handle(s, c, XI_API_COMPLETIONS, st->http11, body, st->body.len, &st->job);
+    case R_RESPONSES: return xi_job_handle(s, c, XI_API_RESPONSES, st->http11, body, st->body.len, &st->job);
     case R_MODELS: return route_models(s, c);
     case R_MODEL: return route_model(s, c, url + strlen("/v1/models/"));
-    case R_TOKENIZE: return route_tokenize(s, eng, c, body, st->len);
-    case R_DETOKENIZE: return route_detokenize(s, eng, c, body, st->len);
+    case R_TOKENIZE: return route_tokenize(s, eng, c, body, st->body.len);
+    case R_DETOKENIZE: return route_detokenize(s, eng, c, body, st->body.len);
     case R_METRICS: return route_metrics(s, eng, c);
     case R_TOKENIZER_INFO: return xi_tokenizer_info_handle(s, c);
     case R_LOAD: /* vLLM's --enable-server-load-tracking: requests being answered */
         return respond_json(c, json_pack("{s:i}", "server_load", s->cfg.server_load_tracking ? xi_server_in_flight(s) : 0));
-    case R_EMBEDDINGS: return xi_embeddings_handle(s, c, st->http11, body, st->len, &st->emb);
+    case R_EMBEDDINGS: return xi_embeddings_handle(s, c, st->http11, body, st->body.len, &st->emb);
     default: return MHD_NO;
     }
 }
@@ -607,7 +590,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     xi_srv_uncharge(cls, st->charged);
     if (st->job) xi_job_connection_done(st->job, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (st->emb) xi_embeddings_connection_done(st->emb, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
-    free(st->body);
+    xi_buf_free(&st->body);
     free(st);
     *con_cls = NULL;
 }

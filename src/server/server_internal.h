@@ -50,9 +50,6 @@ enum MHD_Result xi_srv_respond(struct MHD_Connection *c, unsigned status, const 
 enum MHD_Result xi_srv_respond_error(struct MHD_Connection *c, const xi_oai_error *e);
 /* An OpenAI error with Retry-After: 1, for 429/503 a client should retry. */
 enum MHD_Result xi_srv_respond_busy(struct MHD_Connection *c, unsigned status, const char *msg);
-/* Append n bytes to a growable heap string: *data holds [*len] bytes + NUL in [*cap].
- * Returns -1 when out of memory (the string is unchanged). */
-int xi_srv_append(char **data, size_t *len, size_t *cap, const void *src, size_t n);
 /* s[n] as a JSON string with every invalid UTF-8 sequence replaced by U+FFFD
  * (xi_srv_utf8_clean, oai.h); never NULL unless out of memory. */
 json_t *xi_srv_json_text(const char *s, size_t n);
