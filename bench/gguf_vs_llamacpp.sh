@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
         --preset) PRESET=$2; shift 2 ;;
         --layers) LAYERS=$2; shift 2 ;;
         --dir) DIR=$2; shift 2 ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "gguf_vs_llamacpp: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
