@@ -5,11 +5,12 @@
 #
 #   bench/gguf_vs_llamacpp.sh [--llama-bin DIR] [--reps 5] [--threads "1 2"]
 #                             [--types "Q8_0 Q4_0 Q4_K_M"] [--preset qwen2.5-0.5b] [--layers N]
-#                             [--dir build/gguf-bench]
+#                             [--dir build/gguf-bench] [--pp 512] [--tg 64]
 #
 # --llama-bin: where llama-bench and llama-quantize are (default $LLAMA_BIN, else
 # ../llama.cpp/build/bin). genmodel writes the preset's F16 GGUF (random weights, real
-# tokenizer) once; llama-quantize makes each type from it; files are kept in --dir.
+# tokenizer) once; llama-quantize makes each type from it; files are kept in --dir. --pp / --tg
+# change the prefill and decode lengths on both sides (shorter runs for slow kernels).
 #
 # The same work on both sides:
 #   prefill  llama-bench pp512 (one 512-token batch from an empty cache) against
@@ -42,7 +43,9 @@ while [ $# -gt 0 ]; do
         --preset) PRESET=$2; shift 2 ;;
         --layers) LAYERS=$2; shift 2 ;;
         --dir) DIR=$2; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --pp) PP=$2; shift 2 ;;
+        --tg) TG=$2; shift 2 ;;
+        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "gguf_vs_llamacpp: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -107,6 +110,7 @@ for rep in $(seq 1 "$REPS"); do
         for th in $THREADS; do
             xp=$(xinfer_run "$f" "$th" prefill)
             read -r lp ld <<<"$(llama_run "$f" "$th")"
+            [ -n "$ld" ] || { echo "gguf_vs_llamacpp: llama-bench gave no pp$PP / tg$TG result for $f" >&2; exit 1; }
             xd=$(xinfer_run "$f" "$th" decode)
             printf '%s %s prefill %s %s\n%s %s decode %s %s\n' "$t" "$th" "$xp" "$lp" "$t" "$th" "$xd" "$ld" >>"$RES"
             echo "  rep $rep $t t=$th: prefill $xp vs $lp, decode $xd vs $ld tok/s" >&2
