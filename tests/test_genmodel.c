@@ -1,11 +1,14 @@
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "base/base.h"
+#include "model/gguf.h"
 #include "model/safetensors.h"
 #include "tensor/dtype.h"
+#include "tokenizer/tokenizer_gguf.h"
 #include "model_util.h"
 #include "test.h"
 
@@ -292,7 +295,9 @@ TEST(test_genmodel_rejects_bad_arguments) {
     const char *tools = getenv("XINFER_TOOLS");
     char cmd[512];
     const char *bad[] = {"--preset nope", "--preset tiny --dtype f8", "--preset tiny --awq --group-size 48",
-                         "--preset tiny --awq --dtype bf16", "--preset tiny --layers two", "--preset tiny --seed -1"};
+                         "--preset tiny --awq --dtype bf16", "--preset tiny --layers two", "--preset tiny --seed -1",
+                         "--preset tiny --gguf q4_0", "--preset tiny --gguf f16 --dtype f16",
+                         "--preset tiny --gguf f16 --awq"};
     for (size_t i = 0; i < XI_ARRAY_LEN(bad); i++) {
         snprintf(cmd, sizeof cmd, "%s/genmodel %s '%s/x' 2>&1", tools ? tools : "build/tools", bad[i],
                  xi_test_tmpdir());
@@ -439,4 +444,152 @@ TEST(test_genmodel_awq_moe_matches_its_dequantized_weights) {
     TM_FOR_EACH_VARIANT_IN(3, tm_invariance, qdir, XI_F32, NULL);
     free(qdir);
     free(fdir);
+}
+
+/* ---- --gguf: the folder's model as one GGUF file */
+
+/* Logits of every row of a 12-token prompt (heap, [12][vocab], vocab in *V); NULL on failure. */
+static float *prompt_logits(const char *model, const char *dtype, int *V) {
+    char err[512] = "";
+    xi_model_params p = {.dir = model, .dtype = dtype, .n_threads = 2};
+    xi_model *m = xi_model_load(&p, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "    %s: %s\n", model, err);
+        return NULL;
+    }
+    const xi_config *c = xi_model_config(m);
+    int32_t ids[12];
+    for (int i = 0; i < 12; i++) ids[i] = 100 + 997 * i;
+    const int32_t *ip = ids;
+    int n = 12;
+    *V = c->vocab_size;
+    float *out = malloc(sizeof *out * (size_t)n * (size_t)*V);
+    xi_kv_store *kv = xi_kv_store_new(c, 4, 16, XI_F32, err, sizeof err);
+    tm_seq s;
+    tm_seq_init(&s, 0, 4);
+    tm_seq *sp = &s;
+    if (!kv || !out || tm_forward(m, kv, &sp, &ip, &n, 1, 1, out)) {
+        free(out);
+        out = NULL;
+    }
+    xi_kv_store_free(kv);
+    xi_model_free(m);
+    return out;
+}
+
+/* The largest |logit difference| between two models and the largest |logit| of b. */
+static double logit_diff(const char *a, const char *b, const char *dtype, double *range) {
+    int va = 0, vb = 0;
+    float *la = prompt_logits(a, dtype, &va), *lb = prompt_logits(b, dtype, &vb);
+    double worst = la && lb && va == vb ? 0 : INFINITY;
+    *range = 0;
+    for (size_t i = 0; isfinite(worst) && i < (size_t)12 * (size_t)va; i++) {
+        if (fabs(la[i] - lb[i]) > worst) worst = fabs(la[i] - lb[i]);
+        if (fabs(lb[i]) > *range) *range = fabs(lb[i]);
+    }
+    free(la);
+    free(lb);
+    return worst;
+}
+
+/* The same ids for texts with and without special tokens, the same text back, template, EOS. */
+static void same_tokenizer(const char *gguf, const char *dir) {
+    char err[512] = "";
+    xi_tokenizer *a = xi_tokenizer_load_model(gguf, err, sizeof err), *b = xi_tokenizer_load(dir, err, sizeof err);
+    CHECKF(a && b, "%s", err);
+    static const char *const texts[] = {
+        "Hello world! 12345 ñandú 你好", "<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\n",
+        "  leading spaces\tand\ttabs\n\n", "I've been 'there'... don't; émigré — naïve"};
+    for (size_t i = 0; i < XI_ARRAY_LEN(texts); i++)
+        for (int parse = 0; parse < 2; parse++) {
+            int32_t *x = NULL, *y = NULL;
+            int nx = xi_tokenizer_encode(a, texts[i], strlen(texts[i]), 1, parse, &x, err, sizeof err);
+            int ny = xi_tokenizer_encode(b, texts[i], strlen(texts[i]), 1, parse, &y, err, sizeof err);
+            char *d = nx > 0 ? xi_tokenizer_decode(a, x, nx, 0, NULL, err, sizeof err) : NULL;
+            int same = nx == ny && nx > 0 && !memcmp(x, y, (size_t)nx * sizeof *x) && d && !strcmp(d, texts[i]);
+            free(x);
+            free(y);
+            free(d);
+            CHECKF(same, "text %zu (parse %d): %d vs %d ids", i, parse, nx, ny);
+        }
+    CHECK_STR(xi_tokenizer_chat_template(a), xi_tokenizer_chat_template(b));
+    CHECK_EQ(xi_tokenizer_eos_id(a), xi_tokenizer_eos_id(b));
+    xi_tokenizer_free(a);
+    xi_tokenizer_free(b);
+}
+
+static char *cli_generate(const char *model) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s generate --model '%s' --prompt 'Once upon a time' --max-tokens 6 "
+             "--temperature 0 --ignore-eos --dtype float32 2>/dev/null", xi_test_bin(), model);
+    int rc = xi_test_run(cmd, &out);
+    if (rc) fprintf(stderr, "    %s -> %d\n", cmd, rc);
+    return out;
+}
+
+/* The F32 / F16 GGUF of a model gives the logits of the folder of that dtype (qwen2 with q/k/v
+ * bias and tied embeddings; qwen3moe with q/k norms and stacked experts), Q8_0 stays near F32;
+ * metadata as llama.cpp reads it; the tokenizer and `xinfer generate` as the folder's. */
+TEST(test_genmodel_gguf_gives_the_folders_logits_and_tokenizer) {
+    static const char *const cases[][3] = {
+        {"tiny", "f32", "float32"}, {"tiny", "f16", NULL}, {"tiny-moe", "f32", "float32"}};
+    char *f32_dir = NULL, *f32_gguf = NULL;
+    for (size_t c = 0; c < XI_ARRAY_LEN(cases); c++) {
+        char sub[64], args[128];
+        snprintf(sub, sizeof sub, "g-%s-%s", cases[c][0], cases[c][1]);
+        snprintf(args, sizeof args, "--dtype %s --seed 5", cases[c][1]);
+        char *dir = genmodel_preset(sub, cases[c][0], args);
+        strcat(sub, ".gguf");
+        snprintf(args, sizeof args, "--gguf %s --seed 5", cases[c][1]);
+        char *gguf = genmodel_preset(sub, cases[c][0], args);
+        CHECK(dir && gguf);
+        double range, d = logit_diff(gguf, dir, cases[c][2], &range);
+        printf("  %s %s: GGUF vs folder logits differ by %.3g (range %.3g)\n", cases[c][0], cases[c][1], d, range);
+        CHECKF(d <= 1e-5 && range > 0.05, "%s %s: %g", cases[c][0], cases[c][1], d);
+        if (c == 0) {
+            f32_dir = dir, f32_gguf = gguf;
+            continue;
+        }
+        char err[512] = "";
+        xi_gguf *g = xi_gguf_open(gguf, err, sizeof err);
+        CHECKF(g, "%s", err);
+        const xi_gguf_tensor *t = xi_gguf_find_tensor(g, c == 1 ? "token_embd.weight" : "blk.1.ffn_down_exps.weight");
+        int64_t v = 0;
+        if (c == 1) { /* tiny f16 */
+            CHECK_STR(xi_gguf_get_str(g, "general.architecture"), "qwen2");
+            CHECK(t && t->type->id == XI_GGML_F16 && t->ne[0] == 64 && t->ne[1] == 151936);
+            t = xi_gguf_find_tensor(g, "blk.0.attn_q.bias");
+            CHECK(t && t->type->id == XI_GGML_F32 && t->n_dims == 1 && t->ne[0] == 64);
+            CHECK(!xi_gguf_find_tensor(g, "output.weight"));
+            CHECK(xi_gguf_get_i64(g, "qwen2.block_count", &v) == 0 && v == 2);
+            CHECK(xi_gguf_get_i64(g, "general.file_type", &v) == 0 && v == 1);
+            CHECK_STR(xi_gguf_get_str(g, "tokenizer.ggml.model"), "gpt2");
+            CHECK_STR(xi_gguf_get_str(g, "tokenizer.ggml.pre"), "qwen2");
+            CHECK(xi_gguf_find_kv(g, "tokenizer.ggml.tokens")->n == 151936);
+            CHECK(xi_gguf_get_i64(g, "tokenizer.ggml.padding_token_id", &v) == 0 && v == 151643);
+            same_tokenizer(gguf, dir);
+        } else { /* tiny-moe: 8 experts of [32, 64] down projections stacked */
+            CHECK_STR(xi_gguf_get_str(g, "general.architecture"), "qwen3moe");
+            CHECK(t && t->n_dims == 3 && t->ne[0] == 32 && t->ne[1] == 64 && t->ne[2] == 8);
+            CHECK(xi_gguf_find_tensor(g, "blk.0.attn_k_norm.weight"));
+            CHECK(xi_gguf_get_i64(g, "qwen3moe.expert_used_count", &v) == 0 && v == 2);
+        }
+        xi_gguf_close(g);
+        free(dir);
+        free(gguf);
+        CHECK(!xi_test_failed());
+    }
+    /* Q8_0 (xinfer's quantization of the f32 values): near the f32 folder, not equal */
+    char *q8 = genmodel_preset("g-tiny-q8.gguf", "tiny", "--gguf Q8_0 --seed 5");
+    CHECK(q8);
+    double range, d = logit_diff(q8, f32_dir, "float32", &range);
+    printf("  tiny q8_0: GGUF vs f32 folder logits differ by %.3g (range %.3g)\n", d, range);
+    CHECKF(d > 0 && d < 0.05 * range, "q8_0: %g of %g", d, range);
+    char *ga = cli_generate(f32_gguf), *gb = cli_generate(f32_dir);
+    CHECKF(ga && gb && strlen(ga) > 1 && !strcmp(ga, gb), "generate: '%s' vs '%s'", ga ? ga : "", gb ? gb : "");
+    free(ga);
+    free(gb);
+    free(q8);
+    free(f32_dir);
+    free(f32_gguf);
 }

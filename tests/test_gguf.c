@@ -191,6 +191,41 @@ TEST(test_gguf_writer_round_trips_every_value_type_and_alignment) {
     }
 }
 
+/* Streamed tensors: bytes made by the callback land where the header says; a callback that
+ * writes the wrong size, or a streamed tensor without one, fails naming the tensor. */
+static int fill_rows(void *ctx, int i, FILE *f) {
+    const int *short_by = ctx;
+    float v[15];
+    for (int k = 0; k < 15; k++) v[k] = (float)(100 * i + k);
+    size_t n = (size_t)(15 - (i == 1 ? *short_by : 0));
+    return fwrite(v, 4, n, f) == n ? 0 : -1;
+}
+
+TEST(test_gguf_writer_streams_tensors_from_a_callback) {
+    for (int short_by = 0; short_by < 3; short_by++) {
+        xi_gguf_writer *w = xi_gguf_writer_new(0);
+        int64_t ne[2] = {5, 3};
+        xi_gguf_write_tensor(w, "a", XI_GGML_F32, 2, ne, NULL);
+        xi_gguf_write_tensor(w, "b", XI_GGML_F32, 2, ne, NULL);
+        char err[512] = "", *path = xi_path_join(xi_test_tmpdir(), "fill.gguf");
+        int rc = short_by == 2 ? xi_gguf_writer_write(w, path, err, sizeof err)
+                               : xi_gguf_writer_write_fill(w, path, fill_rows, &short_by, err, sizeof err);
+        xi_gguf_writer_free(w);
+        if (short_by == 1) CHECKF(rc < 0 && strstr(err, "tensor b: the fill callback wrote the wrong size"), "%s", err);
+        if (short_by == 2) CHECKF(rc < 0 && strstr(err, "tensor a: no data"), "%s", err);
+        if (!short_by) {
+            CHECKF(rc == 0, "%s", err);
+            xi_gguf *g = xi_gguf_open(path, err, sizeof err);
+            CHECKF(g, "%s", err);
+            const xi_gguf_tensor *t = xi_gguf_find_tensor(g, "b");
+            CHECK(t && t->nbytes == 60 && ((const float *)t->data)[14] == 114.0f);
+            CHECK(((const float *)xi_gguf_find_tensor(g, "a")->data)[3] == 3.0f);
+            xi_gguf_close(g);
+        }
+        free(path);
+    }
+}
+
 /* ---- a raw builder for files the writer would never produce ---- */
 
 typedef struct raw {

@@ -1,8 +1,7 @@
-/* The tokenizer read from GGUF metadata: files written by the project's GGUF writer from the
- * Llama-2 and Qwen2.5 tokenizer.json encode llama.cpp's vectors exactly as tokenizer.json
- * does, and the tokenizers inside real llama.cpp GGUF files agree with their models'
+/* The tokenizer read from GGUF metadata: files written by the project's GGUF writer
+ * (xi_tokenizer_write_gguf) from the Llama-2 and Qwen2.5 tokenizer.json encode llama.cpp's
+ * vectors exactly as tokenizer.json does, and the tokenizers inside real llama.cpp GGUF files agree with their models'
  * tokenizer.json. */
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,10 +11,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_gguf.h"
 
-json_t *tok_test_read_json(const char *path);
 void tok_test_check_vectors(const xi_tokenizer *t, const char *name);
-
-enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_BYTE = 6 };
 
 /* Texts both tokenizers must agree on: llama.cpp's vectors plus chat-like text with special
  * tokens (parsed and not). */
@@ -74,124 +70,49 @@ static xi_tokenizer *load_gguf_tok(const char *path, char *err, size_t errlen) {
     return t;
 }
 
-/* The vocabulary of a loaded tokenizer.json as GGUF tokens + types. */
-static int vocab_arrays(const xi_tokenizer *t, const char ***toks, int32_t **types) {
-    int n = xi_tokenizer_vocab_size(t);
-    *toks = calloc((size_t)n, sizeof **toks);
-    *types = calloc((size_t)n, sizeof **types);
-    for (int i = 0; i < n; i++) {
-        const char *s = xi_tokenizer_token(t, i);
-        (*toks)[i] = s ? s : "";
-        unsigned hex;
-        char tail;
-        if (!strcmp((*toks)[i], "<unk>")) (*types)[i] = TT_UNKNOWN;
-        else if (xi_tokenizer_is_special(t, i)) (*types)[i] = TT_CONTROL;
-        else if (sscanf((*toks)[i], "<0x%2X%c", &hex, &tail) == 2 && tail == '>' &&
-                 strlen((*toks)[i]) == 6) (*types)[i] = TT_BYTE;
-        else (*types)[i] = TT_NORMAL;
-    }
-    return n;
+/* hf's tokenizer as GGUF metadata written by xi_tokenizer_write_gguf into tmpdir/file, read
+ * back; NULL with the reason failed. */
+static xi_tokenizer *round_trip(const xi_tokenizer *hf, const char *file, const xi_tokenizer_gguf_opts *o) {
+    char err[512] = "";
+    xi_gguf_writer *w = xi_gguf_writer_new(0);
+    char *path = xi_path_join(xi_test_tmpdir(), file);
+    int rc = xi_tokenizer_write_gguf(w, hf, o, err, sizeof err);
+    if (!rc) rc = xi_gguf_writer_write(w, path, err, sizeof err);
+    xi_gguf_writer_free(w);
+    xi_tokenizer *t = rc ? NULL : load_gguf_tok(path, err, sizeof err);
+    if (!t) xi_test_fail(__FILE__, __LINE__, "%s: %s", file, err);
+    free(path);
+    return t;
 }
 
 TEST(test_tokenizer_gguf_llama2_written_by_us_encodes_as_tokenizer_json) {
     char err[512] = "";
     xi_tokenizer *hf = xi_tokenizer_load(xi_test_data("tokenizers/llama2"), err, sizeof err);
     CHECKF(hf, "%s", err);
-    const char **toks;
-    int32_t *types;
-    int n = vocab_arrays(hf, &toks, &types);
-    CHECK_EQ(n, 32000);
-    /* A piece's score is minus the rank of the first merge that makes it, so SentencePiece's
-     * highest-score-first merging replays tokenizer.json's merge order; pieces no merge makes
-     * (single characters) score below every merge. */
-    float *scores = malloc((size_t)n * sizeof *scores);
-    for (int i = 0; i < n; i++) scores[i] = -1e9f;
-    json_t *root = tok_test_read_json(xi_test_data("tokenizers/llama2/tokenizer.json"));
-    json_t *mj = json_object_get(json_object_get(root, "model"), "merges"), *m;
-    size_t r;
-    json_array_foreach(mj, r, m) {
-        char cat[512];
-        if (json_is_string(m)) {
-            snprintf(cat, sizeof cat, "%s", json_string_value(m));
-            char *sp = strchr(cat, ' ');
-            CHECK(sp);
-            memmove(sp, sp + 1, strlen(sp));
-        } else {
-            snprintf(cat, sizeof cat, "%s%s", json_string_value(json_array_get(m, 0)),
-                     json_string_value(json_array_get(m, 1)));
-        }
-        int32_t id = xi_tokenizer_token_id(hf, cat);
-        CHECKF(id >= 0, "merge %zu makes '%s', not a token", r, cat);
-        if (scores[id] < -(float)r) scores[id] = -(float)r;
-    }
-    CHECK(json_array_size(mj) > 60000);
-    json_decref(root);
-    xi_gguf_writer *w = xi_gguf_writer_new(0);
-    xi_gguf_write_str(w, "general.architecture", "llama");
-    xi_gguf_write_str(w, "tokenizer.ggml.model", "llama");
-    xi_gguf_write_arr_str(w, "tokenizer.ggml.tokens", (uint64_t)n, toks, NULL);
-    xi_gguf_write_arr(w, "tokenizer.ggml.scores", XI_GGUF_F32, (uint64_t)n, scores);
-    xi_gguf_write_arr(w, "tokenizer.ggml.token_type", XI_GGUF_I32, (uint64_t)n, types);
-    xi_gguf_write_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    xi_gguf_write_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    xi_gguf_write_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-    char *path = xi_path_join(xi_test_tmpdir(), "llama2-vocab.gguf");
-    CHECKF(xi_gguf_writer_write(w, path, err, sizeof err) == 0, "%s", err);
-    xi_gguf_writer_free(w);
-    xi_tokenizer *t = load_gguf_tok(path, err, sizeof err);
-    CHECKF(t, "%s", err);
+    /* SentencePiece: pieces with scores made from the merge ranks, no merges */
+    xi_tokenizer_gguf_opts o = {.bos = -1, .eos = -1, .pad = -1};
+    xi_tokenizer *t = round_trip(hf, "llama2-vocab.gguf", &o);
+    CHECK(t);
     CHECK_EQ(xi_tokenizer_vocab_size(t), 32000);
+    CHECK_EQ(xi_tokenizer_bos_id(t), 1);
     tok_test_check_vectors(t, "tokenizer-vectors/ggml-vocab-llama-spm.gguf");
     CHECK(!xi_test_failed());
     check_same_encoding(t, hf, "llama2");
     xi_tokenizer_free(t);
     xi_tokenizer_free(hf);
-    free(toks);
-    free(types);
-    free(scores);
-    free(path);
 }
 
 TEST(test_tokenizer_gguf_qwen2_written_by_us_encodes_as_tokenizer_json) {
     char err[512] = "";
     xi_tokenizer *hf = xi_tokenizer_load(xi_test_data("tokenizers/qwen2.5"), err, sizeof err);
     CHECKF(hf, "%s", err);
-    const char **toks;
-    int32_t *types;
-    int n = vocab_arrays(hf, &toks, &types);
-    CHECK_EQ(n, 151665);
-    /* Added tokens that are not special are user-defined in GGUF. */
-    json_t *root = tok_test_read_json(xi_test_data("tokenizers/qwen2.5/tokenizer.json"));
-    CHECK(root);
-    size_t i;
-    json_t *a;
-    json_array_foreach(json_object_get(root, "added_tokens"), i, a) {
-        if (!json_is_true(json_object_get(a, "special")))
-            types[json_integer_value(json_object_get(a, "id"))] = TT_USER_DEFINED;
-    }
-    json_t *mj = json_object_get(json_object_get(root, "model"), "merges");
-    size_t nm = json_array_size(mj);
-    const char **merges = calloc(nm, sizeof *merges);
-    json_array_foreach(mj, i, a) merges[i] = json_string_value(a);
-    CHECK(nm > 150000 && merges[0] && strchr(merges[0], ' '));
-    xi_gguf_writer *w = xi_gguf_writer_new(0);
-    xi_gguf_write_str(w, "tokenizer.ggml.model", "gpt2");
-    xi_gguf_write_str(w, "tokenizer.ggml.pre", "qwen2");
-    xi_gguf_write_arr_str(w, "tokenizer.ggml.tokens", (uint64_t)n, toks, NULL);
-    xi_gguf_write_arr(w, "tokenizer.ggml.token_type", XI_GGUF_I32, (uint64_t)n, types);
-    xi_gguf_write_arr_str(w, "tokenizer.ggml.merges", nm, merges, NULL);
-    xi_gguf_write_u32(w, "tokenizer.ggml.bos_token_id", 151643);
-    xi_gguf_write_u32(w, "tokenizer.ggml.eos_token_id", 151645);
-    uint8_t no = 0;
-    xi_gguf_write_scalar(w, "tokenizer.ggml.add_bos_token", XI_GGUF_BOOL, &no);
-    xi_gguf_write_str(w, "tokenizer.chat_template", xi_tokenizer_chat_template(hf));
-    char *path = xi_path_join(xi_test_tmpdir(), "qwen2-vocab.gguf");
-    CHECKF(xi_gguf_writer_write(w, path, err, sizeof err) == 0, "%s", err);
-    xi_gguf_writer_free(w);
-    json_decref(root);
-    free(merges);
-    xi_tokenizer *t = load_gguf_tok(path, err, sizeof err);
-    CHECKF(t, "%s", err);
+    CHECK_EQ(xi_tokenizer_vocab_size(hf), 151665);
+    /* padded to the embedding rows of Qwen2.5 as llama.cpp's converter does; BOS as it stores */
+    xi_tokenizer_gguf_opts o = {.pre = "qwen2", .n_vocab = 151936, .bos = 151643, .eos = -1, .pad = 151643};
+    xi_tokenizer *t = round_trip(hf, "qwen2-vocab.gguf", &o);
+    CHECK(t);
+    CHECK_EQ(xi_tokenizer_vocab_size(t), 151936);
+    CHECK_STR(xi_tokenizer_token(t, 151935), "[PAD151935]");
     tok_test_check_vectors(t, "tokenizer-vectors/ggml-vocab-qwen2.gguf");
     CHECK(!xi_test_failed());
     check_same_encoding(t, hf, "qwen2.5");
@@ -199,9 +120,19 @@ TEST(test_tokenizer_gguf_qwen2_written_by_us_encodes_as_tokenizer_json) {
     CHECK_STR(xi_tokenizer_eos_token(t), "<|im_end|>");
     xi_tokenizer_free(t);
     xi_tokenizer_free(hf);
-    free(toks);
-    free(types);
-    free(path);
+    /* a byte-level BPE without a pre-tokenizer name, or more tokens than rows: refused */
+    xi_gguf_writer *w = xi_gguf_writer_new(0);
+    xi_tokenizer_gguf_opts bad[2] = {{.bos = -1, .eos = -1, .pad = -1},
+                                     {.pre = "qwen2", .n_vocab = 1000, .bos = -1, .eos = -1, .pad = -1}};
+    hf = xi_tokenizer_load(xi_test_data("tokenizers/qwen2.5"), err, sizeof err);
+    for (int i = 0; i < 2; i++) {
+        err[0] = 0;
+        CHECKF(xi_tokenizer_write_gguf(w, hf, &bad[i], err, sizeof err) < 0 &&
+                   strstr(err, i ? "do not fit 1000" : "pre-tokenizer name"),
+               "case %d: '%s'", i, err);
+    }
+    xi_gguf_writer_free(w);
+    xi_tokenizer_free(hf);
 }
 
 TEST(test_tokenizer_gguf_inside_llama_cpp_files_matches_the_models_tokenizer_json) {

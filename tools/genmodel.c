@@ -4,12 +4,19 @@
  *                     qwen3-8b|qwen3-30b-a3b|tiny|tiny-moe
  *            [--dtype f32|f16|bf16] [--awq [--group-size 128]] [--layers N] [--seed S]
  *            [--tokenizer DIR] [--max-shard-mb MB] OUT_DIR
+ *   genmodel --preset NAME --gguf f32|f16|bf16|q8_0 [--layers N] [--seed S] [--tokenizer DIR] OUT.gguf
  *
  * Benchmarks and memory plans need models of real size that nobody has to download. Every
  * value is a pure function of (seed, tensor name, element index), so the same float weights
  * come out whatever the dtype, and an --awq folder is the round-to-nearest quantization of the
  * f32 folder made with the same seed. Tensors are streamed to disk; at most one linear layer
- * is held in memory (for AWQ, whose packed layout is the transpose of the float one). */
+ * is held in memory (for AWQ, whose packed layout is the transpose of the float one).
+ *
+ * --gguf writes the same model as one GGUF file for llama.cpp and xinfer: what llama.cpp's
+ * converter makes of the folder of that dtype (f32 for q8_0): llama.cpp's tensor names and
+ * hparams keys, 1-D tensors F32 (rounded through the folder's dtype), Llama's q/k rows
+ * interleaved per head, Llama 3's RoPE scaling as rope_freqs, the tokenizer as tokenizer.ggml.*
+ * padded to the embedding rows. Q8_0 is xinfer's own quantization (as llama-quantize's). */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -21,8 +28,11 @@
 
 #include "base/base.h"
 #include "base/pool.h"
+#include "model/arch.h"
+#include "model/gguf.h"
 #include "model/safetensors.h"
 #include "tensor/dtype.h"
+#include "tokenizer/tokenizer_gguf.h"
 
 /* ---------------------------------------------------------------- presets */
 
@@ -61,6 +71,7 @@ typedef struct opts {
     uint64_t seed;
     const char *tokenizer; /* NULL: the preset's default */
     uint64_t max_shard;    /* bytes */
+    int gguf;              /* --gguf: a ggml type id; -1 for a folder */
     const char *out;
 } opts;
 
@@ -231,10 +242,16 @@ static void plain_worker(void *ctx, int ith, int nth) {
     xi_from_f32(j->conv + (size_t)b * xi_dtype_size(j->dtype), j->dtype, j->f + b, (size_t)(e - b));
 }
 
+/* Norm weights around 1, biases around 0, matrices N(0, 0.02). */
+static void unit_dist(const unit *u, float *mean, float *std) {
+    *mean = u->kind == U_NORM ? 1.0f : 0.0f;
+    *std = u->kind == U_MAT || u->kind == U_AWQ ? 0.02f : 0.01f;
+}
+
 static int write_plain(FILE *f, const unit *u, const opts *o, scratch *sc) {
     uint64_t n = (uint64_t)u->rows * (uint64_t)(u->cols ? u->cols : 1);
-    plain_job j = {.key = tensor_key(o->seed, u->name), .mean = u->kind == U_NORM ? 1.0f : 0.0f,
-                   .std = u->kind == U_MAT ? 0.02f : 0.01f, .dtype = o->dtype, .f = sc->f, .conv = sc->conv};
+    plain_job j = {.key = tensor_key(o->seed, u->name), .dtype = o->dtype, .f = sc->f, .conv = sc->conv};
+    unit_dist(u, &j.mean, &j.std);
     size_t es = xi_dtype_size(o->dtype);
     for (j.at = 0; j.at < n; j.at += CHUNK) {
         j.n = (size_t)XI_MIN((uint64_t)CHUNK, n - j.at);
@@ -393,6 +410,248 @@ done:
     return rc;
 }
 
+/* ---------------------------------------------------------------- GGUF */
+
+/* One GGUF tensor: plan units first, first + stride, ... (count of them) stacked (a 3-D tensor
+ * of experts), or the computed rope_freqs (first -1). Its rows are the units' rows, in Llama's interleaved q/k order
+ * when perm_heads > 0. */
+typedef struct gg_tensor {
+    char name[112];
+    int type, n_dims, perm_heads;
+    int64_t ne[3];
+    int first, count, stride;
+    xi_dtype round; /* 1-D: values rounded through the folder's dtype, stored F32 */
+} gg_tensor;
+
+/* llama.cpp's general.file_type of a model whose matrices are of ggml type t. */
+static uint32_t gg_file_type(int t) {
+    return t == XI_GGML_F32 ? 0 : t == XI_GGML_F16 ? 1 : t == XI_GGML_Q8_0 ? 7 : 32;
+}
+
+/* Llama 3's frequency-dependent RoPE scaling as llama.cpp's rope_freqs factors (the
+ * config.json rope_scaling of write_configs: factor 8, low 1, high 4, 8192 positions). */
+static void llama3_rope_factors(const preset *p, float *out) {
+    const double factor = 8.0, lo = 1.0, hi = 4.0, old = 8192.0, pi = 3.14159265358979323846;
+    for (int i = 0; i < p->head_dim / 2; i++) {
+        double freq = 1.0 / pow(p->rope_theta, 2.0 * i / p->head_dim), wavelen = 2 * pi / freq;
+        if (wavelen < old / hi) out[i] = 1.0f;
+        else if (wavelen > old / lo) out[i] = (float)factor;
+        else {
+            double smooth = (old / wavelen - lo) / (hi - lo);
+            out[i] = (float)(1.0 / ((1 - smooth) / factor + smooth));
+        }
+    }
+}
+
+/* The GGUF name of a plan unit ("model.layers.3.mlp.up_proj.weight" -> "blk.3.ffn_up.weight")
+ * through the family's naming table; its role and expert index. -1 when it has none. */
+static int gg_name(const xi_arch_family *fam, const char *hf, char *out, size_t n, int *role,
+                   int *expert) {
+    const char *l = strstr(hf, "layers."), *e = strstr(hf, "experts."), *suffix = strrchr(hf, '.');
+    int layer = l ? atoi(l + 7) : 0;
+    *expert = e ? atoi(e + 8) : 0;
+    for (int r = 0; r < XI_T_COUNT; r++) {
+        char buf[128];
+        if (xi_arch_tensor_name(fam, XI_NAMES_HF, (xi_tensor_role)r, layer, *expert, buf, sizeof buf) ||
+            strlen(buf) != (size_t)(suffix - hf) || strncmp(buf, hf, strlen(buf)))
+            continue;
+        *role = r;
+        if (xi_arch_tensor_name(fam, XI_NAMES_GGUF, (xi_tensor_role)r, layer, *expert, out, n)) return -1;
+        size_t len = strlen(out);
+        return snprintf(out + len, n - len, "%s", suffix) >= (int)(n - len) ? -1 : 0;
+    }
+    return -1;
+}
+
+/* The GGUF tensors of the plan; -1 with the unit named on stderr. */
+static int gg_plan(const plan *pl, const opts *o, gg_tensor **out, int *n_out) {
+    const preset *p = o->p;
+    const xi_arch_family *fam = xi_arch_find(p->arch);
+    gg_tensor *t = xi_calloc((size_t)pl->n + 1, sizeof *t);
+    int n = 0;
+    if (!fam || !t) {
+        free(t);
+        fprintf(stderr, "genmodel: %s: no GGUF naming\n", p->arch);
+        return -1;
+    }
+    for (int i = 0; i < pl->n; i++) {
+        const unit *u = &pl->u[i];
+        char name[112];
+        int role, expert;
+        if (gg_name(fam, u->name, name, sizeof name, &role, &expert)) {
+            fprintf(stderr, "genmodel: %s: no GGUF name\n", u->name);
+            free(t);
+            return -1;
+        }
+        if (expert > 0) { /* experts 1.. stack onto expert 0's tensor, of the same name */
+            gg_tensor *g = t + n - 1;
+            while (g > t && strcmp(g->name, name)) g--;
+            if (g->count == 1) g->stride = i - g->first;
+            g->count++;
+            g->ne[2]++;
+            continue;
+        }
+        gg_tensor *g = &t[n++];
+        snprintf(g->name, sizeof g->name, "%s", name);
+        g->first = i;
+        g->count = g->stride = 1;
+        g->ne[0] = u->cols ? u->cols : u->rows;
+        g->ne[1] = u->cols ? u->rows : 1;
+        g->ne[2] = 1;
+        g->n_dims = u->cols ? 2 : 1;
+        if (role == XI_T_EXP_GATE || role == XI_T_EXP_UP || role == XI_T_EXP_DOWN) g->n_dims = 3;
+        g->type = u->cols ? o->gguf : XI_GGML_F32;
+        g->round = o->gguf == XI_GGML_F16 ? XI_F16 : o->gguf == XI_GGML_BF16 ? XI_BF16 : XI_F32;
+        /* convert_hf_to_gguf interleaves Llama's q/k rows for ggml's RoPE; Qwen keeps them */
+        if (!p->qwen && (role == XI_T_ATTN_Q || role == XI_T_ATTN_K))
+            g->perm_heads = role == XI_T_ATTN_Q ? p->heads : p->kv_heads;
+    }
+    if (!p->qwen) {
+        gg_tensor *g = &t[n++];
+        *g = (gg_tensor){.type = XI_GGML_F32, .n_dims = 1, .ne = {p->head_dim / 2, 1, 1}, .first = -1};
+        snprintf(g->name, sizeof g->name, "rope_freqs.weight");
+    }
+    *out = t;
+    *n_out = n;
+    return 0;
+}
+
+typedef struct gg_job {
+    const gg_tensor *t;
+    const plan *pl;
+    uint64_t seed;
+    int64_t row0, n_rows, rows_per_unit; /* rows of this chunk; a unit's rows */
+    size_t rb;                           /* bytes per stored row */
+    float *f;
+    uint8_t *conv;
+} gg_job;
+
+static void gg_worker(void *ctx, int ith, int nth) {
+    gg_job *j = ctx;
+    const gg_tensor *t = j->t;
+    const int64_t cols = t->ne[0];
+    long b, e;
+    xi_split_range((long)j->n_rows, ith, nth, 1, &b, &e);
+    for (long k = b; k < e; k++) {
+        int64_t r = j->row0 + k, src = r % j->rows_per_unit;
+        const unit *u = &j->pl->u[t->first + r / j->rows_per_unit * t->stride];
+        if (t->perm_heads) { /* stored row (head, 2 * i + half) holds rotate-half row (head, half * hd / 2 + i) */
+            int64_t hd = j->rows_per_unit / t->perm_heads, p = src % hd;
+            src = src - p + (p % 2) * (hd / 2) + p / 2;
+        }
+        float mean, std, *x = j->f + k * cols;
+        uint8_t *dst = j->conv + (size_t)k * j->rb;
+        unit_dist(u, &mean, &std);
+        gen_values(tensor_key(j->seed, u->name), (uint64_t)(src * cols), (size_t)cols, mean, std, x);
+        if (t->type == XI_GGML_Q8_0) {
+            xi_qtype_quantize_q8_0_weights(x, dst, cols);
+        } else if (t->type != XI_GGML_F32) {
+            xi_from_f32(dst, t->type == XI_GGML_F16 ? XI_F16 : XI_BF16, x, (size_t)cols);
+        } else {
+            if (t->round != XI_F32) { /* dst as scratch: the folder's 16-bit value, as f32 */
+                xi_from_f32(dst, t->round, x, (size_t)cols);
+                xi_to_f32(x, dst, t->round, (size_t)cols);
+            }
+            memcpy(dst, x, (size_t)cols * sizeof *x);
+        }
+    }
+}
+
+typedef struct gg_ctx {
+    const plan *pl;
+    const opts *o;
+    const gg_tensor *t;
+    scratch *sc;
+} gg_ctx;
+
+static int gg_fill(void *ctx, int i, FILE *f) {
+    gg_ctx *c = ctx;
+    const gg_tensor *t = &c->t[i];
+    if (t->first < 0) {
+        float fac[512];
+        llama3_rope_factors(c->o->p, fac);
+        return fwrite(fac, sizeof *fac, (size_t)t->ne[0], f) == (size_t)t->ne[0] ? 0 : -1;
+    }
+    gg_job j = {.t = t, .pl = c->pl, .seed = c->o->seed, .rows_per_unit = t->ne[1],
+                .rb = xi_qtype_row_bytes(xi_qtype_get(t->type), t->ne[0]), .f = c->sc->f,
+                .conv = c->sc->conv};
+    const int64_t rows = t->ne[1] * t->ne[2], step = XI_MAX((int64_t)1, CHUNK / t->ne[0]);
+    for (j.row0 = 0; j.row0 < rows; j.row0 += step) {
+        j.n_rows = XI_MIN(step, rows - j.row0);
+        xi_pool_run(c->sc->pool, gg_worker, &j);
+        if (fwrite(j.conv, j.rb, (size_t)j.n_rows, f) != (size_t)j.n_rows) return -1;
+    }
+    return 0;
+}
+
+/* general.*, the architecture's hparams and the tokenizer, as llama.cpp reads them. */
+static int gg_metadata(xi_gguf_writer *w, const opts *o, const char *tok_dir) {
+    const preset *p = o->p;
+    const char *arch = p->experts ? "qwen3moe" : p->qwen == 3 ? "qwen3" : p->qwen ? "qwen2" : "llama";
+    char k[96];
+#define KEY(s) (snprintf(k, sizeof k, "%s.%s", arch, s), k)
+    int bad = xi_gguf_write_str(w, "general.architecture", arch) ||
+              xi_gguf_write_str(w, "general.name", p->name) ||
+              xi_gguf_write_u32(w, "general.file_type", gg_file_type(o->gguf)) ||
+              xi_gguf_write_u32(w, KEY("context_length"), (uint32_t)p->max_pos) ||
+              xi_gguf_write_u32(w, KEY("embedding_length"), (uint32_t)p->hidden) ||
+              xi_gguf_write_u32(w, KEY("block_count"), (uint32_t)o->layers) ||
+              xi_gguf_write_u32(w, KEY("feed_forward_length"), (uint32_t)p->inter) ||
+              xi_gguf_write_u32(w, KEY("attention.head_count"), (uint32_t)p->heads) ||
+              xi_gguf_write_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->kv_heads) ||
+              xi_gguf_write_u32(w, KEY("attention.key_length"), (uint32_t)p->head_dim) ||
+              xi_gguf_write_u32(w, KEY("attention.value_length"), (uint32_t)p->head_dim) ||
+              xi_gguf_write_f32(w, KEY("rope.freq_base"), (float)p->rope_theta) ||
+              xi_gguf_write_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)p->rms_eps);
+    if (!p->qwen)
+        bad = bad || xi_gguf_write_u32(w, KEY("rope.dimension_count"), (uint32_t)p->head_dim) ||
+              xi_gguf_write_u32(w, KEY("vocab_size"), (uint32_t)p->vocab);
+    if (p->experts)
+        bad = bad || xi_gguf_write_u32(w, KEY("expert_count"), (uint32_t)p->experts) ||
+              xi_gguf_write_u32(w, KEY("expert_used_count"), (uint32_t)p->top_k) ||
+              xi_gguf_write_u32(w, KEY("expert_feed_forward_length"), (uint32_t)p->moe_inter);
+#undef KEY
+    if (bad) return -1;
+    char err[512] = "";
+    xi_tokenizer *t = xi_tokenizer_load(tok_dir, err, sizeof err);
+    /* Qwen: BOS is <|endoftext|> (config.json), EOS <|im_end|>, padding <|endoftext|> */
+    xi_tokenizer_gguf_opts to = {.pre = p->qwen ? "qwen2" : "llama-bpe", .n_vocab = p->vocab,
+                                 .bos = p->qwen ? 151643 : 128000, .eos = p->qwen ? 151645 : -1,
+                                 .pad = p->qwen ? 151643 : -1};
+    if (!t || xi_tokenizer_write_gguf(w, t, &to, err, sizeof err)) {
+        fprintf(stderr, "genmodel: %s: %s\n", tok_dir, err);
+        xi_tokenizer_free(t);
+        return -1;
+    }
+    xi_tokenizer_free(t);
+    return 0;
+}
+
+static int write_gguf(const plan *pl, const opts *o, const char *tok_dir, scratch *sc, uint64_t *bytes) {
+    gg_tensor *t = NULL;
+    int n = 0, rc = -1;
+    xi_gguf_writer *w = xi_gguf_writer_new(0);
+    if (!w || gg_plan(pl, o, &t, &n) || gg_metadata(w, o, tok_dir)) goto done;
+    *bytes = 0;
+    for (int i = 0; i < n; i++) {
+        if (xi_gguf_write_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, NULL)) {
+            fprintf(stderr, "genmodel: tensor %s: %lld columns are not whole %s blocks\n", t[i].name,
+                    (long long)t[i].ne[0], xi_qtype_get(t[i].type)->name);
+            goto done;
+        }
+        *bytes += xi_qtype_row_bytes(xi_qtype_get(t[i].type), t[i].ne[0]) * (uint64_t)(t[i].ne[1] * t[i].ne[2]);
+    }
+    gg_ctx c = {pl, o, t, sc};
+    char err[512];
+    rc = xi_gguf_writer_write_fill(w, o->out, gg_fill, &c, err, sizeof err);
+    if (rc) fprintf(stderr, "genmodel: %s\n", err);
+done:
+    if (rc && !w) fprintf(stderr, "genmodel: out of memory\n");
+    xi_gguf_writer_free(w);
+    free(t);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- config files */
 
 static const char *torch_dtype(xi_dtype t) {
@@ -500,6 +759,8 @@ static int copy_tokenizer(const opts *o, const char *dir) {
 static void usage(FILE *f) {
     fprintf(f, "usage: genmodel --preset NAME [--dtype f32|f16|bf16] [--awq] [--group-size G]\n"
                "                [--layers N] [--seed S] [--tokenizer DIR] [--max-shard-mb MB] OUT_DIR\n"
+               "       genmodel --preset NAME --gguf f32|f16|bf16|q8_0 [--layers N] [--seed S]\n"
+               "                [--tokenizer DIR] OUT.gguf\n"
                "presets:");
     for (size_t i = 0; i < XI_ARRAY_LEN(presets); i++) fprintf(f, " %s", presets[i].name);
     fprintf(f, "\ndefaults: --dtype bf16 (f16 with --awq), --group-size 128, --seed 0, all layers,\n"
@@ -521,14 +782,14 @@ static int parse_u64(const char *flag, const char *v, uint64_t lo, uint64_t hi, 
 }
 
 static int parse_args(opts *o, int argc, char **argv) {
-    const char *dtype = NULL;
+    const char *dtype = NULL, *gguf = NULL;
     uint64_t num = 0;
-    *o = (opts){.group = 128, .seed = 0, .max_shard = 2000ull * 1000 * 1000, .layers = -1};
+    *o = (opts){.group = 128, .seed = 0, .max_shard = 2000ull * 1000 * 1000, .layers = -1, .gguf = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = !strcmp(a, "--preset") || !strcmp(a, "--dtype") || !strcmp(a, "--group-size") ||
                     !strcmp(a, "--layers") || !strcmp(a, "--seed") || !strcmp(a, "--tokenizer") ||
-                    !strcmp(a, "--max-shard-mb");
+                    !strcmp(a, "--max-shard-mb") || !strcmp(a, "--gguf");
         if (takes && !v) {
             fprintf(stderr, "genmodel: %s needs a value\n", a);
             return -1;
@@ -545,6 +806,8 @@ static int parse_args(opts *o, int argc, char **argv) {
             }
         } else if (!strcmp(a, "--dtype")) {
             dtype = v;
+        } else if (!strcmp(a, "--gguf")) {
+            gguf = v;
         } else if (!strcmp(a, "--awq")) {
             o->awq = 1;
         } else if (!strcmp(a, "--group-size")) {
@@ -581,6 +844,22 @@ static int parse_args(opts *o, int argc, char **argv) {
             return -1;
         }
         o->dtype = (xi_dtype)t;
+    }
+    if (gguf) {
+        const xi_qtype *q = xi_qtype_by_name(gguf);
+        int t = q ? q->id : -1;
+        if (t != XI_GGML_F32 && t != XI_GGML_F16 && t != XI_GGML_BF16 && t != XI_GGML_Q8_0) {
+            fprintf(stderr, "genmodel: --gguf %s: expected f32, f16, bf16 or q8_0 (llama-quantize "
+                            "makes the others)\n", gguf);
+            return -1;
+        }
+        if (o->awq || dtype) {
+            fprintf(stderr, "genmodel: --gguf TYPE sets the file's type: no --awq or --dtype\n");
+            return -1;
+        }
+        o->gguf = t;
+        /* the folder whose conversion the file is: its dtype rounds the 1-D tensors */
+        o->dtype = t == XI_GGML_F16 ? XI_F16 : t == XI_GGML_BF16 ? XI_BF16 : XI_F32;
     }
     if (o->layers < 0) o->layers = o->p->layers;
     const preset *p = o->p;
@@ -631,7 +910,7 @@ int main(int argc, char **argv) {
     int bad = parse_args(&o, argc, argv);
     if (bad) return bad < 0 ? 2 : 0;
     double t0 = xi_now();
-    if (mkdir_p(o.out)) {
+    if (o.gguf < 0 && mkdir_p(o.out)) {
         fprintf(stderr, "genmodel: %s: %s\n", o.out, strerror(errno));
         return 1;
     }
@@ -651,27 +930,34 @@ int main(int argc, char **argv) {
         total += b;
         params += (uint64_t)pl.u[i].rows * (uint64_t)(pl.u[i].cols ? pl.u[i].cols : 1);
     }
-    scratch sc = {malloc(CHUNK * sizeof(float)), malloc(CHUNK * 4), xi_pool_new(0)};
-    json_t *wmap = json_object();
-    int rc = sc.f && sc.conv && wmap ? 0 : -1;
-    for (int s = 0; s < n_shards && !rc; s++) rc = write_shard(&pl, &o, s, n_shards, &sc, wmap);
-    if (!rc && n_shards > 1) {
-        json_t *idx = json_pack("{s:{s:I}, s:O}", "metadata", "total_size", (json_int_t)total,
-                                "weight_map", wmap);
-        rc = idx ? dump_json(idx, &o, "model.safetensors.index.json") : -1;
-    }
-    if (!rc) rc = write_configs(&o);
     const char *tok = o.tokenizer;
     /* Qwen3's tokenizer is Qwen2.5's plus <think>, </think> and the tool-response tokens */
     char *dflt = o.p->qwen && !tok ? default_qwen_tokenizer(o.p->qwen == 3 ? "models/qwen3-tiny-random"
                                                                             : "tokenizers/qwen2.5")
                                    : NULL;
     if (dflt) tok = dflt;
-    if (!rc && tok) rc = copy_tokenizer(&o, tok);
-    else if (!rc) fprintf(stderr, "genmodel: no tokenizer for %s: pass --tokenizer DIR\n", o.p->name);
+    scratch sc = {malloc(CHUNK * sizeof(float)), malloc(CHUNK * 4), xi_pool_new(0)};
+    json_t *wmap = json_object();
+    int rc = sc.f && sc.conv && wmap ? 0 : -1;
+    if (o.gguf >= 0) {
+        n_shards = 1;
+        if (!tok) fprintf(stderr, "genmodel: no tokenizer for %s: pass --tokenizer DIR\n", o.p->name);
+        rc = rc || !tok ? -1 : write_gguf(&pl, &o, tok, &sc, &total);
+    } else {
+        for (int s = 0; s < n_shards && !rc; s++) rc = write_shard(&pl, &o, s, n_shards, &sc, wmap);
+        if (!rc && n_shards > 1) {
+            json_t *idx = json_pack("{s:{s:I}, s:O}", "metadata", "total_size", (json_int_t)total,
+                                    "weight_map", wmap);
+            rc = idx ? dump_json(idx, &o, "model.safetensors.index.json") : -1;
+        }
+        if (!rc) rc = write_configs(&o);
+        if (!rc && tok) rc = copy_tokenizer(&o, tok);
+        else if (!rc) fprintf(stderr, "genmodel: no tokenizer for %s: pass --tokenizer DIR\n", o.p->name);
+    }
     if (!rc)
         printf("genmodel: %s %s%s, %d layers, %.3fB params, %.1f MiB in %d file%s, %.2f s -> %s\n",
-               o.p->name, o.awq ? "awq-int4 + " : "", xi_dtype_name(o.dtype), o.layers, params / 1e9,
+               o.p->name, o.awq ? "awq-int4 + " : "",
+               o.gguf >= 0 ? xi_qtype_get(o.gguf)->name : xi_dtype_name(o.dtype), o.layers, params / 1e9,
                total / 1048576.0, n_shards, n_shards > 1 ? "s" : "", xi_now() - t0, o.out);
     free(dflt);
     json_decref(wmap);

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kernels/qtypes.h"
 
@@ -95,7 +96,8 @@ const xi_gguf_tensor *xi_gguf_find_tensor(const xi_gguf *g, const char *name);
 int64_t xi_gguf_tensor_numel(const xi_gguf_tensor *t);
 
 /* ---- writing (gguf_write.c): metadata and tensors are collected, then written in one go.
- * Tensor data is borrowed until xi_gguf_writer_write returns. */
+ * Tensor data is borrowed until xi_gguf_writer_write returns; a tensor added with data NULL is
+ * streamed at write time by xi_gguf_writer_write_fill's callback (models larger than memory). */
 typedef struct xi_gguf_writer xi_gguf_writer;
 xi_gguf_writer *xi_gguf_writer_new(uint32_t alignment); /* 0: the default 32 */
 void xi_gguf_writer_free(xi_gguf_writer *w);
@@ -109,7 +111,8 @@ int xi_gguf_write_arr(xi_gguf_writer *w, const char *key, xi_gguf_vtype elem, ui
                       const void *vals);
 int xi_gguf_write_arr_str(xi_gguf_writer *w, const char *key, uint64_t n,
                           const char *const *strs, const uint32_t *lens /* NULL: strlen */);
-/* A tensor of ggml type id with ne[0..n_dims) (row dimension first), its bytes at data. */
+/* A tensor of ggml type id with ne[0..n_dims) (row dimension first), its bytes at data
+ * (NULL: made by the fill callback at write time). */
 int xi_gguf_write_tensor(xi_gguf_writer *w, const char *name, int type, int n_dims,
                          const int64_t *ne, const void *data);
 /* A tensor given as f32 values, stored as type F32, F16, BF16 or Q8_0 (rounded as llama.cpp's
@@ -119,5 +122,11 @@ int xi_gguf_write_tensor_f32(xi_gguf_writer *w, const char *name, int type, int 
                              const int64_t *ne, const float *x);
 /* Write the file (version 3); -1 with err. */
 int xi_gguf_writer_write(xi_gguf_writer *w, const char *path, char *err, size_t errlen);
+/* The same; fill(ctx, i, f) writes the bytes of tensor i (in the order added) when its data is
+ * NULL: exactly xi_qtype_row_bytes(type, ne[0]) x rows bytes, else the write fails naming it.
+ * fill returns 0, or -1 to fail the write. */
+typedef int (*xi_gguf_fill_fn)(void *ctx, int index, FILE *f);
+int xi_gguf_writer_write_fill(xi_gguf_writer *w, const char *path, xi_gguf_fill_fn fill,
+                              void *ctx, char *err, size_t errlen);
 
 #endif

@@ -169,7 +169,15 @@ static int pad(FILE *f, uint64_t *at, uint32_t align) {
 }
 
 int xi_gguf_writer_write(xi_gguf_writer *w, const char *path, char *err, size_t errlen) {
+    return xi_gguf_writer_write_fill(w, path, NULL, NULL, err, errlen);
+}
+
+int xi_gguf_writer_write_fill(xi_gguf_writer *w, const char *path, xi_gguf_fill_fn fill,
+                              void *ctx, char *err, size_t errlen) {
     if (w->failed) return xi_errf(err, errlen, "%s: a metadata value or tensor was invalid", path);
+    for (int i = 0; i < w->n_tensors; i++)
+        if (!w->tensors[i].data && w->tensors[i].nbytes && !fill)
+            return xi_errf(err, errlen, "%s: tensor %s: no data", path, w->tensors[i].name);
     FILE *f = fopen(path, "wb");
     if (!f) return xi_errf(err, errlen, "%s: cannot create", path);
     xi_buf h = {0};
@@ -192,13 +200,26 @@ int xi_gguf_writer_write(xi_gguf_writer *w, const char *path, char *err, size_t 
     uint64_t at = h.len;
     bad = bad || fwrite(h.data, 1, h.len, f) != h.len || pad(f, &at, w->align);
     xi_buf_free(&h);
+    int short_fill = -1;
     for (int i = 0; i < w->n_tensors && !bad; i++) {
         const w_tensor *t = &w->tensors[i];
-        bad = (t->nbytes && fwrite(t->data, 1, t->nbytes, f) != t->nbytes);
+        if (t->data || !t->nbytes) {
+            bad = (t->nbytes && fwrite(t->data, 1, t->nbytes, f) != t->nbytes);
+        } else {
+            bad = fill(ctx, i, f) != 0;
+            /* the callback wrote exactly the tensor's bytes, or the offsets above are wrong */
+            off_t end = ftello(f);
+            if (!bad && (end < 0 || (uint64_t)end != at + t->nbytes)) bad = 1, short_fill = i;
+        }
         at += t->nbytes;
         /* The last tensor is padded too, as ggml does: sizes stay multiples of the alignment. */
         bad = bad || pad(f, &at, w->align);
     }
-    if (fclose(f) || bad) return xi_errf(err, errlen, "%s: write failed", path);
+    if (fclose(f) || bad) {
+        if (short_fill >= 0)
+            return xi_errf(err, errlen, "%s: tensor %s: the fill callback wrote the wrong size",
+                           path, w->tensors[short_fill].name);
+        return xi_errf(err, errlen, "%s: write failed", path);
+    }
     return 0;
 }
