@@ -1,7 +1,7 @@
 /* What chat bodies of many tiny messages cost the server in memory (a 33 MB body of 950k
  * messages used to peak at 1.19 GB, eight at once at 8.9 GB): eight such bodies completed at
- * the same moment against a parse budget of 256 MiB are parsed a budget's worth at a time, the
- * rest answered 503 with Retry-After, and the process's peak RSS grows by less than the budget
+ * the same moment against a parse budget of 256 MiB are parsed a budget's worth at a time (one
+ * that finds it full is answered 503 with Retry-After), and the process's peak RSS grows by less than the budget
  * (with no budget, all eight parse at once: +440 to +650 MB here). The model is the
  * random-weight Qwen2 with its real tokenizer and chat template; each body renders to far more
  * than max_model_len tokens, so the ones parsed get the context-length 400. */
@@ -113,7 +113,9 @@ TEST(test_server_memory_many_message_bodies_stay_within_the_parse_budget) {
            "(budget %lld MB)\n",
            N_CLIENTS, N_MESSAGES, (double)n / 1e6, parsed, refused, (double)(peak - base) / 1e6,
            (double)base / 1e6, BUDGET >> 20);
-    CHECK(parsed >= 1 && refused >= 1 && parsed + refused == N_CLIENTS);
+    /* how many overlap depends on the scheduling of this machine's cores: all may be parsed
+     * one after another; the bound on memory holds either way */
+    CHECK(parsed >= 1 && parsed + refused == N_CLIENTS);
 #if defined(__SANITIZE_ADDRESS__)
     printf("    peak RSS not judged: AddressSanitizer keeps freed memory in its quarantine\n");
 #else
