@@ -15,10 +15,12 @@
  * split gives the oracle's bits. Types without a fast path here (Q2_K, Q3_K) go to the oracle.
  *
  * No int16 saturation in vpmaddubsw (u8 x s8, two products summed to s16):
- *   32-value types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): the weight codes w are signed (Q8_0
- *     may hold -128), the activation codes a are in [-127, 127] (xi_qtype_quantize_act); the
- *     product is |w| (u8, <= 128: vpabsb of -128 is 0x80) times a * sign(w) (s8, |.| <= 127,
- *     so the negation fits): |pair| <= 2 * 128 * 127 = 32512 < 32767.
+ *   The activation codes a are in [-127, 127] (xi_qtype_quantize_act).
+ *   Q8_0, IQ4_NL: signed weight codes w (Q8_0 may hold -128): the product is |w| (u8, <= 128:
+ *     vpabsb of -128 is 0x80) times a * sign(w) (s8, |.| <= 127, so the negation fits):
+ *     |pair| <= 2 * 128 * 127 = 32512 < 32767.
+ *   Q4_0, Q4_1, Q5_0, Q5_1: the stored codes 0..15 / 0..31 (u8) times a: <= 2 * 31 * 127 = 7874;
+ *     Q4_0 / Q5_0's offset (8, 16) comes off as offset * sum(a) per block, exact in int32.
  *   Q4_K: codes 0..15 times a: |pair| <= 2 * 15 * 127 = 3810; Q5_K: codes 0..31: 7874;
  *   Q6_K: codes 0..63 (the -32 offset is taken out through the activation block sums):
  *     2 * 63 * 127 = 16002.
@@ -71,13 +73,18 @@ XI_INLINE __m256i fifth_bits32(const uint8_t *p) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), mask8(0x10));
 }
 
-/* A 32-value block's codes as signed bytes. */
+/* Q4_0 / Q5_0 codes are stored with an offset (8, 16); the kernels dot the stored unsigned
+ * codes and take offset * sum(a) off after the reduction. */
+XI_INLINE int t_offset(int T) { return T == T_Q4_0 ? 8 : T == T_Q5_0 ? 16 : 0; }
+XI_INLINE int t_signed(int T) { return T == T_Q8_0 || T == T_IQ4_NL; }
+
+/* A 32-value block's codes: signed bytes (Q8_0, IQ4_NL) or the stored unsigned ones. */
 XI_INLINE __m256i codes32(int T, const uint8_t *x) {
     switch (T) {
     case T_Q8_0: return _mm256_loadu_si256((const __m256i *)(x + 2));
-    case T_Q4_0: return _mm256_sub_epi8(nibbles32(x + 2), mask8(8));
+    case T_Q4_0: return nibbles32(x + 2);
     case T_Q4_1: return nibbles32(x + 4);
-    case T_Q5_0: return _mm256_sub_epi8(_mm256_or_si256(nibbles32(x + 6), fifth_bits32(x + 2)), mask8(16));
+    case T_Q5_0: return _mm256_or_si256(nibbles32(x + 6), fifth_bits32(x + 2));
     case T_Q5_1: return _mm256_or_si256(nibbles32(x + 8), fifth_bits32(x + 4));
     default: { /* IQ4_NL: nibbles index the non-linear table */
         const __m128i tab = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38,
@@ -87,13 +94,15 @@ XI_INLINE __m256i codes32(int T, const uint8_t *x) {
     }
 }
 
-/* 32-value types: out[r] lanes sum to sumi (sign trick, bound above). */
+/* 32-value types: out[r] lanes sum to sumi (less the offset term); bounds above. */
 XI_INLINE void dot32(int T, int R, const uint8_t *x, const uint8_t *const *a, __m256i *out) {
-    const __m256i w = codes32(T, x), aw = _mm256_abs_epi8(w), ones = _mm256_set1_epi16(1);
+    const __m256i w = codes32(T, x), ones = _mm256_set1_epi16(1);
+    const __m256i aw = t_signed(T) ? _mm256_abs_epi8(w) : w;
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
-        const __m256i av = _mm256_loadu_si256((const __m256i *)a[r]);
-        out[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(av, w)), ones);
+        __m256i av = _mm256_loadu_si256((const __m256i *)a[r]);
+        if (t_signed(T)) av = _mm256_sign_epi8(av, w);
+        out[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, av), ones);
     }
 }
 
@@ -196,6 +205,14 @@ XI_INLINE __m256i act_pre(int T, const uint8_t *ablk) {
         return _mm256_castsi128_si256(_mm_hadd_epi16(lo, hi)); /* sums of 32: |.| <= 4064 */
     }
     if (T == T_Q6_K) return _mm256_loadu_si256((const __m256i *)(ablk + 260));
+    if (t_offset(T)) { /* offset * sum of the 32 codes, in every lane */
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(ablk + 2));
+        const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(mask8(1), a), _mm256_set1_epi16(1));
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+        return _mm256_mullo_epi32(_mm256_broadcastd_epi32(h), _mm256_set1_epi32(t_offset(T)));
+    }
     return _mm256_setzero_si256();
 }
 
@@ -236,7 +253,7 @@ XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const ui
                 da[r] = f16at(ablk);
             s[r] = mk == MIN_Q81 ? f16at(ablk + 2) : 0.0f;
         }
-        uint16_t dh[8], mh[8];
+        uint16_t dh[8], mh[8] = {0};
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++) {
             const uint8_t *x = wp[c] + (size_t)i * (size_t)bb;
@@ -249,7 +266,7 @@ XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const ui
                 dot32(T, R, x, aq, o);
             for (int r = 0; r < R; r++) part[r][c] = o[r];
             memcpy(&dh[c], x + t_d_off(T), 2);
-            memcpy(&mh[c], x + 2, 2); /* f16 dmin or m, when the type has one */
+            if (mk != MIN_NONE) memcpy(&mh[c], x + 2, 2); /* f16 dmin or m */
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
         __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
@@ -263,6 +280,7 @@ XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const ui
             } else {
                 sumi = _mm256_add_epi32(lo, hi), mins = _mm256_setzero_si256();
             }
+            if (t_offset(T)) sumi = _mm256_sub_epi32(sumi, pre[r]);
             const __m256 dav = _mm256_set1_ps(da[r]);
             const __m256 t = _mm256_mul_ps(_mm256_mul_ps(d, dav), _mm256_cvtepi32_ps(sumi));
             const __m256 m = mk == MIN_Q81 ? _mm256_mul_ps(dmin, _mm256_set1_ps(s[r]))
