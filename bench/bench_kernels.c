@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -179,6 +180,12 @@ static uint8_t *gq_weight(const xi_qtype *t, int64_t n_out, int64_t n_in, size_t
     return d;
 }
 
+static double thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* 896 inputs are 3.5 K blocks: K-quant files store such matrices in another type, so the
  * K types here take the next whole number of blocks (1024). */
 static int64_t gq_n_in(const xi_qtype *t, int64_t n_in) { return (n_in + t->block - 1) / t->block * t->block; }
@@ -211,7 +218,10 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
     for (size_t i = 0; i < bw_bytes / 4; i += 1024) bwbuf[i] = 1.0f;
     for (int i = 0; i < 64 * 4864; i++) x[i] = frand();
     const size_t nv = (size_t)n_tl * NT * NS * NR * reps;
-    double *gbs[2] = {calloc(nv, sizeof(double)), calloc(nv, sizeof(double))};
+    /* ref and fast by wall time; fast by this thread's CPU time (with 1 thread all the work is
+     * on it): on a machine shared with other busy processes, the time it was not running
+     * drops out */
+    double *gbs[3] = {calloc(nv, sizeof(double)), calloc(nv, sizeof(double)), calloc(nv, sizeof(double))};
     double *bw = calloc((size_t)n_tl * reps, sizeof(double)), *tmp = calloc((size_t)reps, sizeof(double));
     printf("matmul_gq: ref (scalar oracle) vs %s, %d repetitions\n", fast->name, reps);
     for (int r = 0; r < reps; r++)
@@ -227,12 +237,13 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
                             const int calls = v == 0 ? 1 : rows == 1 ? COPIES : 4;
                             const xi_ops *o = v ? fast : ref;
                             xi_matmul(p, o, y, x, rows, &w[t][s][0], NULL); /* warm-up */
-                            const double t0 = xi_now();
+                            const double t0 = xi_now(), c0 = thread_cpu();
                             for (int k = 0; k < calls; k++)
                                 xi_matmul(p, o, y, x, rows, &w[t][s][(k + 1) % COPIES], NULL);
-                            const double dt = (xi_now() - t0) / calls;
-                            gbs[v][(((size_t)ti * NT + t) * NS * NR + (size_t)s * NR + ri) * reps + r] =
-                                (double)bytes[t][s] / dt / 1e9;
+                            const double dt = (xi_now() - t0) / calls, dc = (thread_cpu() - c0) / calls;
+                            const size_t at = (((size_t)ti * NT + t) * NS * NR + (size_t)s * NR + ri) * reps + r;
+                            gbs[v][at] = (double)bytes[t][s] / dt / 1e9;
+                            if (v) gbs[2][at] = (double)bytes[t][s] / dc / 1e9;
                         }
             xi_pool_free(p);
             fprintf(stderr, ".");
@@ -243,23 +254,28 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
         summarize(bw + ti * reps, reps, &bm, &lo, &hi);
         printf("\nthreads %d: read bandwidth %.1f GB/s (%.1f..%.1f); GB/s of weights per call\n",
                thread_list[ti], bm, lo, hi);
-        printf("  %-6s %-10s %4s  %8s  %8s  %7s  %s\n", "type", "shape", "rows", "ref", fast->name,
-               "speedup", "fast / bandwidth");
+        printf("  %-6s %-10s %4s  %8s  %8s  %7s  %-22s  %10s  %s\n", "type", "shape", "rows", "ref",
+               fast->name, "speedup", "fast / bandwidth", "fast GOP/s", thread_list[ti] == 1 ? "fast by CPU time" : "");
         for (int t = 0; t < NT; t++)
             for (int s = 0; s < NS; s++)
                 for (int ri = 0; ri < NR; ri++) {
                     const size_t at = (((size_t)ti * NT + t) * NS * NR + (size_t)s * NR + ri) * reps;
-                    double rm, fm, sm;
+                    double rm, fm, sm, cm;
                     for (int k = 0; k < reps; k++) tmp[k] = gbs[1][at + k] / gbs[0][at + k];
                     summarize(tmp, reps, &sm, &lo, &hi);
                     summarize(gbs[0] + at, reps, &rm, &lo, &hi);
+                    summarize(gbs[2] + at, reps, &cm, &lo, &hi);
                     summarize(gbs[1] + at, reps, &fm, &lo, &hi);
                     char shape[32];
                     snprintf(shape, sizeof shape, "%lldx%lld", (long long)shapes[s][0],
                              (long long)gq_n_in(xi_qtype_get(ids[t]), shapes[s][1]));
-                    printf("  %-6s %-10s %4d  %8.2f  %8.2f  %6.1fx  %.2f (%.2f..%.2f)\n",
+                    const double ops_per_byte = 2.0 * rows_list[ri] * (double)w[t][s][0].n_out *
+                                                (double)w[t][s][0].n_in / (double)bytes[t][s];
+                    printf("  %-6s %-10s %4d  %8.2f  %8.2f  %6.1fx  %.2f (%.2f..%.2f)      %10.1f",
                            xi_qtype_get(ids[t])->name, shape, rows_list[ri], rm, fm, sm, fm / bm, lo / bm,
-                           hi / bm);
+                           hi / bm, fm * ops_per_byte);
+                    if (thread_list[ti] == 1) printf("  %.2f GB/s, %.2f of bandwidth", cm, cm / bm);
+                    printf("\n");
                 }
     }
     for (int t = 0; t < NT; t++)
@@ -270,6 +286,7 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
     free(y);
     free(gbs[0]);
     free(gbs[1]);
+    free(gbs[2]);
     free(bw);
     free(tmp);
     return 0;

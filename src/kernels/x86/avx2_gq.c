@@ -12,7 +12,8 @@
  * with minterm = (dmin * da) * (float)mins, or dmin * s for Q8_1 activations (Q4_1, Q5_1,
  * whose m is 1), separate multiplies and adds (no contraction: -std=c11), blocks in row
  * order. Integer sums are exact in any order, so every row count, column range and thread
- * split gives the oracle's bits. Types without a fast path here (Q2_K, Q3_K) go to the oracle.
+ * split gives the oracle's bits. Every type xi_qtype_supported computes has a path here; one
+ * added to the table later goes to the oracle until it has one.
  *
  * No int16 saturation in vpmaddubsw (u8 x s8, two products summed to s16):
  *   The activation codes a are in [-127, 127] (xi_qtype_quantize_act).
@@ -23,8 +24,9 @@
  *     Q4_0 / Q5_0's offset (8, 16) comes off as offset * sum(a) per block, exact in int32.
  *   Q4_K: codes 0..15 times a: |pair| <= 2 * 15 * 127 = 3810; Q5_K: codes 0..31: 7874;
  *   Q6_K: codes 0..63 (the -32 offset is taken out through the activation block sums):
- *     2 * 63 * 127 = 16002.
- * vpmaddwd then multiplies by a scale (6-bit for Q4_K / Q5_K, int8 for Q6_K) or 1 and adds two:
+ *     2 * 63 * 127 = 16002; Q3_K: codes 0..7 (offset 4): 1778; Q2_K: codes 0..3: 762.
+ * vpmaddwd then multiplies by a scale (6-bit for Q4_K / Q5_K / Q3_K, 4-bit for Q2_K, int8 for
+ * Q6_K) or 1 and adds two:
  * |lane| <= 2 * 16002 * 128 < 2^22, and a block's sum stays far inside int32. */
 #include "kernels/qtypes.h"
 #include "kernels/x86/avx2_common.h"
@@ -33,21 +35,23 @@
 #define ROW_CHUNK 64  /* rows whose quantized activations are reused while 8 columns stream */
 
 /* The types with a fast path. */
-enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1, T_IQ4_NL, T_Q4_K, T_Q5_K, T_Q6_K, T_NONE };
+enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1, T_IQ4_NL, T_Q4_K, T_Q5_K, T_Q6_K, T_Q3_K, T_Q2_K };
 
 /* How a type's minterm is formed: none (dmin 0, mins 0), integer mins of a K block scaled by
  * dmin * da, or dmin * s of a Q8_1 activation block. */
 enum { MIN_NONE, MIN_K, MIN_Q81 };
 
 XI_INLINE int t_block_bytes(int T) {
-    static const int b[] = {34, 18, 20, 22, 24, 18, 144, 176, 210};
+    static const int b[] = {34, 18, 20, 22, 24, 18, 144, 176, 210, 110, 84};
     return b[T];
 }
 XI_INLINE int t_values(int T) { return T >= T_Q4_K ? 256 : 32; }
 XI_INLINE int t_min(int T) {
-    return T == T_Q4_1 || T == T_Q5_1 ? MIN_Q81 : T == T_Q4_K || T == T_Q5_K ? MIN_K : MIN_NONE;
+    return T == T_Q4_1 || T == T_Q5_1 ? MIN_Q81 : T == T_Q4_K || T == T_Q5_K || T == T_Q2_K ? MIN_K : MIN_NONE;
 }
-XI_INLINE int t_d_off(int T) { return T == T_Q6_K ? 208 : 0; } /* f16 d */
+/* Where the f16 d and the f16 dmin (or Q4_1 / Q5_1's m) of a block are. */
+XI_INLINE int t_d_off(int T) { return T == T_Q6_K ? 208 : T == T_Q3_K ? 108 : T == T_Q2_K ? 80 : 0; }
+XI_INLINE int t_m_off(int T) { return T == T_Q2_K ? 82 : 2; }
 /* Activation block: bytes, and where its int8 codes start (Q8_0: f16 d; Q8_1: f16 d, f16 s;
  * Q8_K: f32 d, then codes, then int16 sums of each 16). */
 XI_INLINE int t_act_bytes(int T) { return T >= T_Q4_K ? 292 : t_min(T) == MIN_Q81 ? 36 : 34; }
@@ -160,41 +164,83 @@ XI_INLINE void dot_k45(int T, int R, const uint8_t *x, const uint8_t *const *a,
     }
 }
 
-/* Q6_K: sixteen sub-blocks of 16, int8 scales, codes 0..63 less 32: sumi =
- * sum_s sc[s] * (sum u * a) - 32 * sum_s sc[s] * bsum[s]; pre[r] holds the 16 bsums. */
-XI_INLINE void dot_q6k(int R, const uint8_t *x, const uint8_t *const *a, const __m256i *pre,
+/* The 16 signed six-bit scales of Q3_K (12 bytes: low nibbles, then 2-bit high parts). */
+XI_INLINE __m128i q3k_scales(const uint8_t *s12) {
+    uint32_t u[3];
+    memcpy(u, s12, 12);
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    const __m128i v = _mm_setr_epi32((int)((u[0] & m4) | (u[2] & m2) << 4),
+                                     (int)((u[1] & m4) | ((u[2] >> 2) & m2) << 4),
+                                     (int)(((u[0] >> 4) & m4) | ((u[2] >> 4) & m2) << 4),
+                                     (int)(((u[1] >> 4) & m4) | ((u[2] >> 6) & m2) << 4));
+    return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+/* Values 32j .. 32j+31 of a Q6_K / Q3_K / Q2_K block as unsigned codes (the offset, 32 or 4,
+ * comes off through the activation block sums). */
+XI_INLINE __m256i k16_codes(int T, const uint8_t *x, int j) {
+    const int h = j / 4, k = j % 4;
+    if (T == T_Q6_K) { /* ql: low 4 bits, qh: 2 high bits at 2k */
+        const __m256i l = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32 * (k & 1)));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
+        const __m256i lo = k < 2 ? l : _mm256_srli_epi16(l, 4);
+        const __m256i hi = k == 0 ? _mm256_slli_epi16(qh, 4) : k == 1 ? _mm256_slli_epi16(qh, 2)
+                           : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
+        return _mm256_or_si256(_mm256_and_si256(lo, mask8(15)), _mm256_and_si256(hi, mask8(0x30)));
+    }
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(x + (T == T_Q3_K ? 32 : 16) + 32 * h));
+    const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), mask8(3));
+    if (T == T_Q2_K) return v;
+    /* Q3_K: hmask bit j set adds 4 (the value is then v, else v - 4) */
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)x);
+    return _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, j), mask8(1)), 2));
+}
+
+/* Q6_K, Q3_K, Q2_K: sixteen sub-blocks of 16 with int8 scales sc; 32 values span sub-blocks
+ * 2j and 2j+1, one per 128-bit lane. Codes u = q + offset (32, 4, 0):
+ * sumi = sum_s sc[s] * sum(u * a) - offset * sum_s sc[s] * bsum[s]. Q2_K's mins (4 bits) give
+ * mins = sum_s m[s] * bsum[s], in the high 4 lanes of out[r]. pre[r] holds the 16 bsums. */
+XI_INLINE void dot_k16(int T, int R, const uint8_t *x, const uint8_t *const *a, const __m256i *pre,
                        __m256i *out) {
-    const __m128i sc = _mm_loadu_si128((const __m128i *)(x + 192));
+    __m128i sc, mn = _mm_setzero_si128();
+    if (T == T_Q6_K) {
+        sc = _mm_loadu_si128((const __m128i *)(x + 192));
+    } else if (T == T_Q3_K) {
+        sc = q3k_scales(x + 96);
+    } else {
+        const __m128i b = _mm_loadu_si128((const __m128i *)x);
+        sc = _mm_and_si128(b, _mm_set1_epi8(15));
+        mn = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(15));
+    }
+    const int off_log2 = T == T_Q6_K ? 5 : 2; /* offset 32 or 4 */
     __m256i acc[RT];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-        acc[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                  _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), pre[r]), 5));
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h)), m30 = mask8(0x30);
-        __m256i v[4];
-        v[0] = _mm256_or_si256(_mm256_and_si256(l0, mask8(15)), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-        v[1] = _mm256_or_si256(_mm256_and_si256(l1, mask8(15)), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-        v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), mask8(15)), _mm256_and_si256(qh, m30));
-        v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), mask8(15)),
-                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        acc[r] = T == T_Q2_K ? _mm256_setzero_si256()
+                             : _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), pre[r]), off_log2));
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        const __m256i v = k16_codes(T, x, j);
+        const long long s = 2 * j;
+        const __m256i sv = _mm256_cvtepi8_epi16(
+            _mm_shuffle_epi8(sc, _mm_set_epi64x(0x0101010101010101LL * (s + 1), 0x0101010101010101LL * s)));
 #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            /* the 32 values span sub-blocks s and s+1: one per 128-bit lane */
-            const long long s = 8 * h + 2 * k;
-            const __m256i sv = _mm256_cvtepi8_epi16(
-                _mm_shuffle_epi8(sc, _mm_set_epi64x(0x0101010101010101LL * (s + 1), 0x0101010101010101LL * s)));
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++)
-                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(v[k], _mm256_loadu_si256((const __m256i *)(a[r] + 128 * h + 32 * k))), sv));
-        }
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
+                _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(a[r] + 32 * j))), sv));
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) out[r] = acc[r];
+    for (int r = 0; r < R; r++) {
+        if (T != T_Q2_K) {
+            out[r] = acc[r];
+            continue;
+        }
+        const __m256i m8 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mn), pre[r]);
+        const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc[r]), _mm256_extracti128_si256(acc[r], 1));
+        const __m128i m4 = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+        out[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(s4), m4, 1);
+    }
 }
 
 /* Per-row activation data a kernel wants, once per block for all 8 columns. */
@@ -204,7 +250,7 @@ XI_INLINE __m256i act_pre(int T, const uint8_t *ablk) {
         const __m128i hi = _mm_loadu_si128((const __m128i *)(ablk + 276));
         return _mm256_castsi128_si256(_mm_hadd_epi16(lo, hi)); /* sums of 32: |.| <= 4064 */
     }
-    if (T == T_Q6_K) return _mm256_loadu_si256((const __m256i *)(ablk + 260));
+    if (T == T_Q6_K || T == T_Q3_K || T == T_Q2_K) return _mm256_loadu_si256((const __m256i *)(ablk + 260));
     if (t_offset(T)) { /* offset * sum of the 32 codes, in every lane */
         const __m256i a = _mm256_loadu_si256((const __m256i *)(ablk + 2));
         const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(mask8(1), a), _mm256_set1_epi16(1));
@@ -258,15 +304,15 @@ XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const ui
         for (int c = 0; c < 8; c++) {
             const uint8_t *x = wp[c] + (size_t)i * (size_t)bb;
             __m256i o[RT];
-            if (T == T_Q6_K)
-                dot_q6k(R, x, aq, pre, o);
+            if (T == T_Q6_K || T == T_Q3_K || T == T_Q2_K)
+                dot_k16(T, R, x, aq, pre, o);
             else if (T == T_Q4_K || T == T_Q5_K)
                 dot_k45(T, R, x, aq, pre, o);
             else
                 dot32(T, R, x, aq, o);
             for (int r = 0; r < R; r++) part[r][c] = o[r];
             memcpy(&dh[c], x + t_d_off(T), 2);
-            if (mk != MIN_NONE) memcpy(&mh[c], x + 2, 2); /* f16 dmin or m */
+            if (mk != MIN_NONE) memcpy(&mh[c], x + t_m_off(T), 2);
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
         __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
@@ -336,6 +382,8 @@ GQ_RUN(T_IQ4_NL)
 GQ_RUN(T_Q4_K)
 GQ_RUN(T_Q5_K)
 GQ_RUN(T_Q6_K)
+GQ_RUN(T_Q3_K)
+GQ_RUN(T_Q2_K)
 
 typedef void (*gq_fn)(float *, int64_t, const uint8_t *, size_t, int64_t, const xi_weight *,
                       int64_t, int64_t);
@@ -351,6 +399,8 @@ static gq_fn fast_path(int id) {
     case XI_GGML_Q4_K: return run_T_Q4_K;
     case XI_GGML_Q5_K: return run_T_Q5_K;
     case XI_GGML_Q6_K: return run_T_Q6_K;
+    case XI_GGML_Q3_K: return run_T_Q3_K;
+    case XI_GGML_Q2_K: return run_T_Q2_K;
     default: return NULL;
     }
 }
