@@ -197,18 +197,20 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
     const int ids[] = {XI_GGML_Q4_K, XI_GGML_Q6_K, XI_GGML_Q8_0, XI_GGML_Q4_0};
     const int64_t shapes[][2] = {{4864, 896}, {896, 4864}};
     const int rows_list[] = {1, 16, 64};
-    enum { NT = 4, NS = 2, NR = 3, COPIES = 8 };
-    xi_weight w[NT][NS][COPIES];
+    enum { NT = 4, NS = 2, NR = 3, MAX_COPIES = 32 };
+    xi_weight w[NT][NS][MAX_COPIES];
     size_t bytes[NT][NS];
+    int copies[NT][NS]; /* 1-row weights rotate through 64 MiB or more: from DRAM, not L3 */
     for (int t = 0; t < NT; t++)
         for (int s = 0; s < NS; s++)
-            for (int c = 0; c < COPIES; c++) { /* copies: 1-row weights come from DRAM */
+            for (int c = 0; c < (c ? copies[t][s] : 1); c++) {
                 const xi_qtype *qt = xi_qtype_get(ids[t]);
                 void *d = gq_weight(qt, shapes[s][0], gq_n_in(qt, shapes[s][1]), &bytes[t][s]);
                 if (!d) {
                     fprintf(stderr, "out of memory\n");
                     return 1;
                 }
+                if (!c) copies[t][s] = (int)XI_MIN((size_t)MAX_COPIES, (64u << 20) / bytes[t][s] + 1);
                 w[t][s][c] = (xi_weight){.dtype = XI_GGML, .n_out = shapes[s][0], .n_in = gq_n_in(qt, shapes[s][1]),
                                          .data = d, .qtype = qt};
             }
@@ -234,12 +236,12 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
                     for (int ri = 0; ri < NR; ri++)
                         for (int v = 0; v < 2; v++) {
                             const int rows = rows_list[ri];
-                            const int calls = v == 0 ? 1 : rows == 1 ? COPIES : 4;
+                            const int nc = copies[t][s], calls = v == 0 ? 1 : rows == 1 ? nc : 4;
                             const xi_ops *o = v ? fast : ref;
                             xi_matmul(p, o, y, x, rows, &w[t][s][0], NULL); /* warm-up */
                             const double t0 = xi_now(), c0 = thread_cpu();
                             for (int k = 0; k < calls; k++)
-                                xi_matmul(p, o, y, x, rows, &w[t][s][(k + 1) % COPIES], NULL);
+                                xi_matmul(p, o, y, x, rows, &w[t][s][(k + 1) % nc], NULL);
                             const double dt = (xi_now() - t0) / calls, dc = (thread_cpu() - c0) / calls;
                             const size_t at = (((size_t)ti * NT + t) * NS * NR + (size_t)s * NR + ri) * reps + r;
                             gbs[v][at] = (double)bytes[t][s] / dt / 1e9;
@@ -280,7 +282,7 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
     }
     for (int t = 0; t < NT; t++)
         for (int s = 0; s < NS; s++)
-            for (int c = 0; c < COPIES; c++) xi_free_big((void *)w[t][s][c].data, bytes[t][s]);
+            for (int c = 0; c < copies[t][s]; c++) xi_free_big((void *)w[t][s][c].data, bytes[t][s]);
     xi_free_big(bwbuf, bw_bytes);
     free(x);
     free(y);
