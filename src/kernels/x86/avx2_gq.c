@@ -281,6 +281,21 @@ XI_INLINE float f16at(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
+/* Column c's block x with the R rows: its partial sums and f16 scale factors. */
+XI_INLINE void col_block(int T, int R, const uint8_t *x, const uint8_t *const *aq, const __m256i *pre,
+                         __m256i (*part)[8], int c, uint16_t *dh, uint16_t *mh) {
+    __m256i o[RT];
+    if (T == T_Q6_K || T == T_Q3_K || T == T_Q2_K)
+        dot_k16(T, R, x, aq, pre, o);
+    else if (T == T_Q4_K || T == T_Q5_K)
+        dot_k45(T, R, x, aq, pre, o);
+    else
+        dot32(T, R, x, aq, o);
+    for (int r = 0; r < R; r++) part[r][c] = o[r];
+    memcpy(&dh[c], x + t_d_off(T), 2);
+    if (t_min(T) != MIN_NONE) memcpy(&mh[c], x + t_m_off(T), 2);
+}
+
 /* R rows (act rows a0.., stride as) x columns n .. n + cols - 1 (cols <= 8) of type T. */
 XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const uint8_t *a0,
                        size_t as, const uint8_t *w0, size_t rb, int cols, int64_t nb,
@@ -308,19 +323,13 @@ XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const ui
                  * block as the tile reads, so the prefetch runs a tile ahead all the way */
             for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
         uint16_t dh[8], mh[8] = {0};
+        /* unrolled for the small 32-value blocks; a K block's code is long enough */
+        if (t_values(T) == 32) {
 #pragma GCC unroll 8
-        for (int c = 0; c < 8; c++) {
-            const uint8_t *x = wp[c] + (size_t)i * (size_t)bb;
-            __m256i o[RT];
-            if (T == T_Q6_K || T == T_Q3_K || T == T_Q2_K)
-                dot_k16(T, R, x, aq, pre, o);
-            else if (T == T_Q4_K || T == T_Q5_K)
-                dot_k45(T, R, x, aq, pre, o);
-            else
-                dot32(T, R, x, aq, o);
-            for (int r = 0; r < R; r++) part[r][c] = o[r];
-            memcpy(&dh[c], x + t_d_off(T), 2);
-            if (mk != MIN_NONE) memcpy(&mh[c], x + t_m_off(T), 2);
+            for (int c = 0; c < 8; c++) col_block(T, R, wp[c] + (size_t)i * (size_t)bb, aq, pre, part, c, dh, mh);
+        } else {
+#pragma GCC unroll 1
+            for (int c = 0; c < 8; c++) col_block(T, R, wp[c] + (size_t)i * (size_t)bb, aq, pre, part, c, dh, mh);
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
         __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
