@@ -12,11 +12,16 @@
  * AWQ run in both kernel precisions (acts i8: 8-bit activations and integer dot products,
  * in the dot layout; f32: the exact path) unless --precision names one.
  *
- * usage: bench_kernels [--reps N] [--quick] [--gemv] [--layout ops|row|both] [--kernels NAME]
+ * --gq times instead the integer matmul of GGML block-format weights (GGUF's Q4_K, Q6_K, Q8_0,
+ * Q4_0) at the same shapes for 1, 16 and 64 rows: the scalar oracle against the variant's
+ * int8 table, as GB/s of weight bytes, the speedup and the fraction of read bandwidth.
+ *
+ * usage: bench_kernels [--reps N] [--quick] [--gemv] [--gq] [--layout ops|row|both] [--kernels NAME]
  *                      [--threads LIST e.g. 1,2] [--precision int8|exact|both] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -28,6 +33,7 @@
 #include "base/base.h"
 #include "base/pool.h"
 #include "kernels/kernels.h"
+#include "kernels/qtypes.h"
 #include "machine_limits.h"
 
 /* ---- cases ---- */
@@ -144,8 +150,152 @@ static void summarize(double *v, int n, double *med, double *lo, double *hi) {
     *hi = v[n - 1];
 }
 
+/* ---- --gq: GGML block-format weights, the scalar oracle against a variant's matmul_gq ---- */
+
+/* Random blocks (every code byte random) with sane f16 scales at the type's offsets; for Q8_0
+ * the rows are quantized random floats, as llama-quantize writes them. Speed does not depend
+ * on the values: no kernel branches on them. */
+static uint8_t *gq_weight(const xi_qtype *t, int64_t n_out, int64_t n_in, size_t *bytes) {
+    const size_t rb = xi_qtype_row_bytes(t, n_in);
+    *bytes = rb * (size_t)n_out;
+    uint8_t *d = xi_alloc_big(*bytes);
+    if (!d) return NULL;
+    if (t->id == XI_GGML_Q8_0) {
+        float *row = malloc((size_t)n_in * 4);
+        if (!row) return NULL;
+        for (int64_t n = 0; n < n_out; n++) {
+            for (int64_t k = 0; k < n_in; k++) row[k] = frand();
+            xi_qtype_quantize_q8_0_weights(row, d + (size_t)n * rb, n_in);
+        }
+        free(row);
+        return d;
+    }
+    for (size_t i = 0; i < *bytes; i++) d[i] = (uint8_t)(frand() * 127.0f);
+    const int off = t->id == XI_GGML_Q6_K ? 208 : 0; /* f16 d (Q4_0, Q4_K), then dmin (Q4_K) */
+    const uint16_t h = xi_f32_to_f16(0.004f);
+    for (size_t b = 0; b < *bytes; b += (size_t)t->block_bytes) {
+        memcpy(d + b + off, &h, 2);
+        if (t->id == XI_GGML_Q4_K) memcpy(d + b + 2, &h, 2);
+    }
+    return d;
+}
+
+static double thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* 896 inputs are 3.5 K blocks: K-quant files store such matrices in another type, so the
+ * K types here take the next whole number of blocks (1024). */
+static int64_t gq_n_in(const xi_qtype *t, int64_t n_in) { return (n_in + t->block - 1) / t->block * t->block; }
+
+/* Weight GB/s of the oracle and the variant for Q4_K / Q6_K / Q8_0 / Q4_0 at Qwen2.5-0.5B's
+ * MLP shapes, 1, 16 and 64 rows; the two alternate in every repetition, medians reported. */
+static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_tl) {
+    const xi_ops *ref = xi_ops_precision(xi_ops_ref(), "int8", NULL, 0);
+    const int ids[] = {XI_GGML_Q4_K, XI_GGML_Q6_K, XI_GGML_Q8_0, XI_GGML_Q4_0};
+    const int64_t shapes[][2] = {{4864, 896}, {896, 4864}};
+    const int rows_list[] = {1, 16, 64};
+    enum { NT = 4, NS = 2, NR = 3, MAX_COPIES = 32 };
+    xi_weight w[NT][NS][MAX_COPIES];
+    size_t bytes[NT][NS];
+    int copies[NT][NS]; /* 1-row weights rotate through 64 MiB or more: from DRAM, not L3 */
+    for (int t = 0; t < NT; t++)
+        for (int s = 0; s < NS; s++)
+            for (int c = 0; c < (c ? copies[t][s] : 1); c++) {
+                const xi_qtype *qt = xi_qtype_get(ids[t]);
+                void *d = gq_weight(qt, shapes[s][0], gq_n_in(qt, shapes[s][1]), &bytes[t][s]);
+                if (!d) {
+                    fprintf(stderr, "out of memory\n");
+                    return 1;
+                }
+                if (!c) copies[t][s] = (int)XI_MIN((size_t)MAX_COPIES, (64u << 20) / bytes[t][s] + 1);
+                w[t][s][c] = (xi_weight){.dtype = XI_GGML, .n_out = shapes[s][0], .n_in = gq_n_in(qt, shapes[s][1]),
+                                         .data = d, .qtype = qt};
+            }
+    const size_t bw_bytes = 1u << 30;
+    float *bwbuf = xi_alloc_big(bw_bytes), *x = malloc((size_t)64 * 4864 * 4), *y = malloc((size_t)64 * 4864 * 4);
+    if (!bwbuf || !x || !y) return 1;
+    for (size_t i = 0; i < bw_bytes / 4; i += 1024) bwbuf[i] = 1.0f;
+    for (int i = 0; i < 64 * 4864; i++) x[i] = frand();
+    const size_t nv = (size_t)n_tl * NT * NS * NR * reps;
+    /* ref and fast by wall time; fast by this thread's CPU time (with 1 thread all the work is
+     * on it): on a machine shared with other busy processes, the time it was not running
+     * drops out */
+    double *gbs[3] = {calloc(nv, sizeof(double)), calloc(nv, sizeof(double)), calloc(nv, sizeof(double))};
+    double *bw = calloc((size_t)n_tl * reps, sizeof(double)), *tmp = calloc((size_t)reps, sizeof(double));
+    printf("matmul_gq: ref (scalar oracle) vs %s, %d repetitions\n", fast->name, reps);
+    for (int r = 0; r < reps; r++)
+        for (int ti = 0; ti < n_tl; ti++) {
+            xi_pool *p = xi_pool_new(thread_list[ti]);
+            limits_read_bandwidth(p, bwbuf, bw_bytes / 4);
+            bw[ti * reps + r] = limits_read_bandwidth(p, bwbuf, bw_bytes / 4) / 1e9;
+            for (int t = 0; t < NT; t++)
+                for (int s = 0; s < NS; s++)
+                    for (int ri = 0; ri < NR; ri++)
+                        for (int v = 0; v < 2; v++) {
+                            const int rows = rows_list[ri];
+                            const int nc = copies[t][s], calls = v == 0 ? 1 : rows == 1 ? nc : 4;
+                            const xi_ops *o = v ? fast : ref;
+                            xi_matmul(p, o, y, x, rows, &w[t][s][0], NULL); /* warm-up */
+                            const double t0 = xi_now(), c0 = thread_cpu();
+                            for (int k = 0; k < calls; k++)
+                                xi_matmul(p, o, y, x, rows, &w[t][s][(k + 1) % nc], NULL);
+                            const double dt = (xi_now() - t0) / calls, dc = (thread_cpu() - c0) / calls;
+                            const size_t at = (((size_t)ti * NT + t) * NS * NR + (size_t)s * NR + ri) * reps + r;
+                            gbs[v][at] = (double)bytes[t][s] / dt / 1e9;
+                            if (v) gbs[2][at] = (double)bytes[t][s] / dc / 1e9;
+                        }
+            xi_pool_free(p);
+            fprintf(stderr, ".");
+        }
+    fprintf(stderr, "\n");
+    for (int ti = 0; ti < n_tl; ti++) {
+        double bm, lo, hi;
+        summarize(bw + ti * reps, reps, &bm, &lo, &hi);
+        printf("\nthreads %d: read bandwidth %.1f GB/s (%.1f..%.1f); GB/s of weights per call\n",
+               thread_list[ti], bm, lo, hi);
+        printf("  %-6s %-10s %4s  %8s  %8s  %7s  %-22s  %10s  %s\n", "type", "shape", "rows", "ref",
+               fast->name, "speedup", "fast / bandwidth", "fast GOP/s", thread_list[ti] == 1 ? "fast by CPU time" : "");
+        for (int t = 0; t < NT; t++)
+            for (int s = 0; s < NS; s++)
+                for (int ri = 0; ri < NR; ri++) {
+                    const size_t at = (((size_t)ti * NT + t) * NS * NR + (size_t)s * NR + ri) * reps;
+                    double rm, fm, sm, cm;
+                    for (int k = 0; k < reps; k++) tmp[k] = gbs[1][at + k] / gbs[0][at + k];
+                    summarize(tmp, reps, &sm, &lo, &hi);
+                    summarize(gbs[0] + at, reps, &rm, &lo, &hi);
+                    summarize(gbs[2] + at, reps, &cm, &lo, &hi);
+                    summarize(gbs[1] + at, reps, &fm, &lo, &hi);
+                    char shape[32];
+                    snprintf(shape, sizeof shape, "%lldx%lld", (long long)shapes[s][0],
+                             (long long)gq_n_in(xi_qtype_get(ids[t]), shapes[s][1]));
+                    const double ops_per_byte = 2.0 * rows_list[ri] * (double)w[t][s][0].n_out *
+                                                (double)w[t][s][0].n_in / (double)bytes[t][s];
+                    printf("  %-6s %-10s %4d  %8.2f  %8.2f  %6.1fx  %.2f (%.2f..%.2f)      %10.1f",
+                           xi_qtype_get(ids[t])->name, shape, rows_list[ri], rm, fm, sm, fm / bm, lo / bm,
+                           hi / bm, fm * ops_per_byte);
+                    if (thread_list[ti] == 1) printf("  %.2f GB/s, %.2f of bandwidth", cm, cm / bm);
+                    printf("\n");
+                }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int s = 0; s < NS; s++)
+            for (int c = 0; c < copies[t][s]; c++) xi_free_big((void *)w[t][s][c].data, bytes[t][s]);
+    xi_free_big(bwbuf, bw_bytes);
+    free(x);
+    free(y);
+    free(gbs[0]);
+    free(gbs[1]);
+    free(gbs[2]);
+    free(bw);
+    free(tmp);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int reps = 10, quick = 0, gemv_only = 0;
+    int reps = 10, quick = 0, gemv_only = 0, gq = 0;
     const char *layout = "ops";
     const char *kname = NULL, *precision = "both";
     int thread_list[4] = {1, 2}, n_tl = 2;
@@ -153,6 +303,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--gemv")) gemv_only = 1;
+        else if (!strcmp(argv[i], "--gq")) gq = 1;
         else if (!strcmp(argv[i], "--layout") && i + 1 < argc) layout = argv[++i];
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kname = argv[++i];
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) precision = argv[++i];
@@ -163,7 +314,7 @@ int main(int argc, char **argv) {
                 if (!*s) break;
             }
         } else {
-            fprintf(stderr, "usage: %s [--reps N] [--quick] [--gemv] [--layout ops|row|both] "
+            fprintf(stderr, "usage: %s [--reps N] [--quick] [--gemv] [--gq] [--layout ops|row|both] "
                             "[--kernels NAME] [--threads 1,2] [--precision int8|exact|both]\n", argv[0]);
             return 2;
         }
@@ -181,6 +332,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+
+    if (gq) return bench_gq(precs[1] ? precs[1] : ops, reps, thread_list, n_tl);
 
     const xi_dtype dts[] = {XI_F32, XI_F16, XI_BF16, XI_Q8, XI_Q4_AWQ};
     const struct { const char *label; int64_t n_out, n_in; int rows; } shapes[] = {

@@ -105,6 +105,6 @@ static void avx2_silu_mul(float *y, const float *gate, const float *up, int64_t 
 static const xi_ops avx2_int8;
 static const xi_ops avx2_ops = AVX2_TABLE("exact", avx2_int8, NULL, NULL, NULL);
 static const xi_ops avx2_int8 = AVX2_TABLE("int8", avx2_ops, xi_matmul_q_avx2, xi_qx_quantize_block_avx2,
-                                           xi_matmul_gq_ref);
+                                           xi_matmul_gq_avx2);
 
 const xi_ops *xi_ops_avx2(void) { return &avx2_ops; }

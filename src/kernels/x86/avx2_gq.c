@@ -1,0 +1,436 @@
+/* kernels/x86/avx2_gq: the integer matmul of GGML block-format weights (xi_ops.matmul_gq)
+ * with AVX2, bit for bit xi_matmul_gq_ref (xi_qtype_dot_ref per output, qtypes.h).
+ *
+ * Shape of the work: a tile is up to RT activation rows x 8 output columns. For every weight
+ * block (in row order) each of the 8 columns' blocks is decoded once into unsigned or signed
+ * 8-bit codes and dotted with the RT rows' activation blocks (vpmaddubsw, then vpmaddwd by
+ * the sub-block scale or by 1), leaving per column and row an int32 vector whose lanes sum to
+ * the block's sumi (and, for the types with mins, a second group of lanes summing to mins).
+ * A vphaddd tree turns the 8 columns' vectors into one vector with one column per lane, and
+ * the float steps run in those lanes, each lane doing the oracle's scalar sequence:
+ *     acc += (d * da) * (float)sumi - minterm
+ * with minterm = (dmin * da) * (float)mins, or dmin * s for Q8_1 activations (Q4_1, Q5_1,
+ * whose m is 1), separate multiplies and adds (no contraction: -std=c11), blocks in row
+ * order. Integer sums are exact in any order, so every row count, column range and thread
+ * split gives the oracle's bits. A tile reads its 8 rows block by block, 8 interleaved short
+ * streams the hardware prefetcher follows poorly (Q6_K with 1024 inputs ran at a quarter of
+ * read bandwidth), so the first row tile prefetches the next 8 rows in address order, as many
+ * bytes per block as it reads.
+ * Every type xi_qtype_supported computes has a path here; one
+ * added to the table later goes to the oracle until it has one.
+ *
+ * No int16 saturation in vpmaddubsw (u8 x s8, two products summed to s16):
+ *   The activation codes a are in [-127, 127] (xi_qtype_quantize_act).
+ *   Q8_0, IQ4_NL: signed weight codes w (Q8_0 may hold -128): the product is |w| (u8, <= 128:
+ *     vpabsb of -128 is 0x80) times a * sign(w) (s8, |.| <= 127, so the negation fits):
+ *     |pair| <= 2 * 128 * 127 = 32512 < 32767.
+ *   Q4_0, Q4_1, Q5_0, Q5_1: the stored codes 0..15 / 0..31 (u8) times a: <= 2 * 31 * 127 = 7874;
+ *     Q4_0 / Q5_0's offset (8, 16) comes off as offset * sum(a) per block, exact in int32.
+ *   Q4_K: codes 0..15 times a: |pair| <= 2 * 15 * 127 = 3810; Q5_K: codes 0..31: 7874;
+ *   Q6_K: codes 0..63 (the -32 offset is taken out through the activation block sums):
+ *     2 * 63 * 127 = 16002; Q3_K: codes 0..7 (offset 4): 1778; Q2_K: codes 0..3: 762.
+ * vpmaddwd then multiplies by a scale (6-bit for Q4_K / Q5_K / Q3_K, 4-bit for Q2_K, int8 for
+ * Q6_K) or 1 and adds two:
+ * |lane| <= 2 * 16002 * 128 < 2^22, and a block's sum stays far inside int32. */
+#include "kernels/qtypes.h"
+#include "kernels/x86/avx2_common.h"
+
+#define RT 4          /* activation rows per tile: one decoded weight block serves them all */
+#define ROW_CHUNK 64  /* rows whose quantized activations are reused while 8 columns stream */
+
+/* The types with a fast path. */
+enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1, T_IQ4_NL, T_Q4_K, T_Q5_K, T_Q6_K, T_Q3_K, T_Q2_K };
+
+/* How a type's minterm is formed: none (dmin 0, mins 0), integer mins of a K block scaled by
+ * dmin * da, or dmin * s of a Q8_1 activation block. */
+enum { MIN_NONE, MIN_K, MIN_Q81 };
+
+XI_INLINE int t_block_bytes(int T) {
+    static const int b[] = {34, 18, 20, 22, 24, 18, 144, 176, 210, 110, 84};
+    return b[T];
+}
+XI_INLINE int t_values(int T) { return T >= T_Q4_K ? 256 : 32; }
+XI_INLINE int t_min(int T) {
+    return T == T_Q4_1 || T == T_Q5_1 ? MIN_Q81 : T == T_Q4_K || T == T_Q5_K || T == T_Q2_K ? MIN_K : MIN_NONE;
+}
+/* Where the f16 d and the f16 dmin (or Q4_1 / Q5_1's m) of a block are. */
+XI_INLINE int t_d_off(int T) { return T == T_Q6_K ? 208 : T == T_Q3_K ? 108 : T == T_Q2_K ? 80 : 0; }
+XI_INLINE int t_m_off(int T) { return T == T_Q2_K ? 82 : 2; }
+/* Activation block: bytes, and where its int8 codes start (Q8_0: f16 d; Q8_1: f16 d, f16 s;
+ * Q8_K: f32 d, then codes, then int16 sums of each 16). */
+XI_INLINE int t_act_bytes(int T) { return T >= T_Q4_K ? 292 : t_min(T) == MIN_Q81 ? 36 : 34; }
+XI_INLINE int t_act_q(int T) { return T >= T_Q4_K || t_min(T) == MIN_Q81 ? 4 : 2; }
+
+XI_INLINE __m256i mask8(int v) { return _mm256_set1_epi8((char)v); }
+
+/* 16 bytes of nibbles as 32 codes: low nibbles first, then high (the 32-value layout). */
+XI_INLINE __m256i nibbles32(const uint8_t *p) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)p);
+    const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    return _mm256_and_si256(t, mask8(15));
+}
+
+/* The 32 bits at p (bit j for value j) as bytes 0x10 where set. */
+XI_INLINE __m256i fifth_bits32(const uint8_t *p) {
+    uint32_t h;
+    memcpy(&h, p, 4);
+    const __m256i pick = _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                            0x0303030303030303LL);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)h), pick), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), mask8(0x10));
+}
+
+/* Q4_0 / Q5_0 codes are stored with an offset (8, 16); the kernels dot the stored unsigned
+ * codes and take offset * sum(a) off after the reduction. */
+XI_INLINE int t_offset(int T) { return T == T_Q4_0 ? 8 : T == T_Q5_0 ? 16 : 0; }
+XI_INLINE int t_signed(int T) { return T == T_Q8_0 || T == T_IQ4_NL; }
+
+/* A 32-value block's codes: signed bytes (Q8_0, IQ4_NL) or the stored unsigned ones. */
+XI_INLINE __m256i codes32(int T, const uint8_t *x) {
+    switch (T) {
+    case T_Q8_0: return _mm256_loadu_si256((const __m256i *)(x + 2));
+    case T_Q4_0: return nibbles32(x + 2);
+    case T_Q4_1: return nibbles32(x + 4);
+    case T_Q5_0: return _mm256_or_si256(nibbles32(x + 6), fifth_bits32(x + 2));
+    case T_Q5_1: return _mm256_or_si256(nibbles32(x + 8), fifth_bits32(x + 4));
+    default: { /* IQ4_NL: nibbles index the non-linear table */
+        const __m128i tab = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38,
+                                          53, 69, 89, 113);
+        return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(tab), nibbles32(x + 2));
+    }
+    }
+}
+
+/* 32-value types: out[r] lanes sum to sumi (less the offset term); bounds above. */
+XI_INLINE void dot32(int T, int R, const uint8_t *x, const uint8_t *const *a, __m256i *out) {
+    const __m256i w = codes32(T, x), ones = _mm256_set1_epi16(1);
+    const __m256i aw = t_signed(T) ? _mm256_abs_epi8(w) : w;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        __m256i av = _mm256_loadu_si256((const __m256i *)a[r]);
+        if (t_signed(T)) av = _mm256_sign_epi8(av, w);
+        out[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, av), ones);
+    }
+}
+
+/* The 12 bytes of Q4_K / Q5_K six-bit scales and mins as bytes sc[0..7], m[0..7]. */
+XI_INLINE __m128i k4_scales(const uint8_t *s12) {
+    uint32_t u[3];
+    memcpy(u, s12, 12);
+    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    return _mm_setr_epi32((int)(u[0] & m6), (int)((u[2] & m4) | ((u[0] >> 6) & m2) << 4),
+                          (int)(u[1] & m6), (int)(((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4));
+}
+
+/* Q4_K / Q5_K: eight sub-blocks of 32 with 6-bit scales and mins. out[r]: low 4 lanes sum to
+ * sumi, high 4 to mins; pre[r] holds the activation's 8 sums of 32 (int16). */
+XI_INLINE void dot_k45(int T, int R, const uint8_t *x, const uint8_t *const *a,
+                       const __m256i *pre, __m256i *out) {
+    const __m256i sm = _mm256_cvtepu8_epi16(k4_scales(x + 4));
+    const __m256i scb = _mm256_permute2x128_si256(sm, sm, 0x00); /* 8 int16 scales per lane */
+    const __m128i mins = _mm256_extracti128_si256(sm, 1);
+    const uint8_t *qs = x + (T == T_Q5_K ? 48 : 16);
+    __m256i qh = _mm256_setzero_si256();
+    if (T == T_Q5_K) qh = _mm256_loadu_si256((const __m256i *)(x + 16));
+    __m256i acc[RT];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(q, mask8(15)), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask8(15));
+        if (T == T_Q5_K) { /* bit 2j of qh is the fifth bit of the low half, 2j+1 of the high */
+            __m256i bl, bh;
+            switch (j) {
+            case 0: bl = _mm256_slli_epi16(qh, 4), bh = _mm256_slli_epi16(qh, 3); break;
+            case 1: bl = _mm256_slli_epi16(qh, 2), bh = _mm256_slli_epi16(qh, 1); break;
+            case 2: bl = qh, bh = _mm256_srli_epi16(qh, 1); break;
+            default: bl = _mm256_srli_epi16(qh, 2), bh = _mm256_srli_epi16(qh, 3); break;
+            }
+            lo = _mm256_or_si256(lo, _mm256_and_si256(bl, mask8(0x10)));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(bh, mask8(0x10)));
+        }
+        const __m256i sl = _mm256_shuffle_epi8(scb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j))));
+        const __m256i sh = _mm256_shuffle_epi8(scb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j + 1))));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(a[r] + 64 * j)));
+            const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a[r] + 64 * j + 32)));
+            acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(_mm256_madd_epi16(pl, sl), _mm256_madd_epi16(ph, sh)));
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc[r]), _mm256_extracti128_si256(acc[r], 1));
+        const __m128i m4 = _mm_madd_epi16(mins, _mm256_castsi256_si128(pre[r]));
+        out[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(s4), m4, 1);
+    }
+}
+
+/* The 16 signed six-bit scales of Q3_K (12 bytes: low nibbles, then 2-bit high parts). */
+XI_INLINE __m128i q3k_scales(const uint8_t *s12) {
+    uint32_t u[3];
+    memcpy(u, s12, 12);
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    const __m128i v = _mm_setr_epi32((int)((u[0] & m4) | (u[2] & m2) << 4),
+                                     (int)((u[1] & m4) | ((u[2] >> 2) & m2) << 4),
+                                     (int)(((u[0] >> 4) & m4) | ((u[2] >> 4) & m2) << 4),
+                                     (int)(((u[1] >> 4) & m4) | ((u[2] >> 6) & m2) << 4));
+    return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+/* Values 32j .. 32j+31 of a Q6_K / Q3_K / Q2_K block as unsigned codes (the offset, 32 or 4,
+ * comes off through the activation block sums). */
+XI_INLINE __m256i k16_codes(int T, const uint8_t *x, int j) {
+    const int h = j / 4, k = j % 4;
+    if (T == T_Q6_K) { /* ql: low 4 bits, qh: 2 high bits at 2k */
+        const __m256i l = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32 * (k & 1)));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
+        const __m256i lo = k < 2 ? l : _mm256_srli_epi16(l, 4);
+        const __m256i hi = k == 0 ? _mm256_slli_epi16(qh, 4) : k == 1 ? _mm256_slli_epi16(qh, 2)
+                           : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
+        return _mm256_or_si256(_mm256_and_si256(lo, mask8(15)), _mm256_and_si256(hi, mask8(0x30)));
+    }
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(x + (T == T_Q3_K ? 32 : 16) + 32 * h));
+    const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), mask8(3));
+    if (T == T_Q2_K) return v;
+    /* Q3_K: hmask bit j set adds 4 (the value is then v, else v - 4) */
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)x);
+    return _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, j), mask8(1)), 2));
+}
+
+/* Q6_K, Q3_K, Q2_K: sixteen sub-blocks of 16 with int8 scales sc; 32 values span sub-blocks
+ * 2j and 2j+1, one per 128-bit lane. Codes u = q + offset (32, 4, 0):
+ * sumi = sum_s sc[s] * sum(u * a) - offset * sum_s sc[s] * bsum[s]. Q2_K's mins (4 bits) give
+ * mins = sum_s m[s] * bsum[s], in the high 4 lanes of out[r]. pre[r] holds the 16 bsums. */
+XI_INLINE void dot_k16(int T, int R, const uint8_t *x, const uint8_t *const *a, const __m256i *pre,
+                       __m256i *out) {
+    __m128i sc, mn = _mm_setzero_si128();
+    if (T == T_Q6_K) {
+        sc = _mm_loadu_si128((const __m128i *)(x + 192));
+    } else if (T == T_Q3_K) {
+        sc = q3k_scales(x + 96);
+    } else {
+        const __m128i b = _mm_loadu_si128((const __m128i *)x);
+        sc = _mm_and_si128(b, _mm_set1_epi8(15));
+        mn = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(15));
+    }
+    const int off_log2 = T == T_Q6_K ? 5 : 2; /* offset 32 or 4 */
+    __m256i acc[RT];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        acc[r] = T == T_Q2_K ? _mm256_setzero_si256()
+                             : _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), pre[r]), off_log2));
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        const __m256i v = k16_codes(T, x, j);
+        const long long s = 2 * j;
+        const __m256i sv = _mm256_cvtepi8_epi16(
+            _mm_shuffle_epi8(sc, _mm_set_epi64x(0x0101010101010101LL * (s + 1), 0x0101010101010101LL * s)));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
+                _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(a[r] + 32 * j))), sv));
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        if (T != T_Q2_K) {
+            out[r] = acc[r];
+            continue;
+        }
+        const __m256i m8 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mn), pre[r]);
+        const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc[r]), _mm256_extracti128_si256(acc[r], 1));
+        const __m128i m4 = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+        out[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(s4), m4, 1);
+    }
+}
+
+/* Per-row activation data a kernel wants, once per block for all 8 columns. */
+XI_INLINE __m256i act_pre(int T, const uint8_t *ablk) {
+    if (T == T_Q4_K || T == T_Q5_K) {
+        const __m128i lo = _mm_loadu_si128((const __m128i *)(ablk + 260));
+        const __m128i hi = _mm_loadu_si128((const __m128i *)(ablk + 276));
+        return _mm256_castsi128_si256(_mm_hadd_epi16(lo, hi)); /* sums of 32: |.| <= 4064 */
+    }
+    if (T == T_Q6_K || T == T_Q3_K || T == T_Q2_K) return _mm256_loadu_si256((const __m256i *)(ablk + 260));
+    if (t_offset(T)) { /* offset * sum of the 32 codes, in every lane */
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(ablk + 2));
+        const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(mask8(1), a), _mm256_set1_epi16(1));
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+        return _mm256_mullo_epi32(_mm256_broadcastd_epi32(h), _mm256_set1_epi32(t_offset(T)));
+    }
+    return _mm256_setzero_si256();
+}
+
+/* Eight columns' vectors p[c] to one vector per lane group: with lo / hi the two 128-bit
+ * halves of each p[c] summed separately, lane c of *lo is p[c]'s low half, of *hi its high. */
+XI_INLINE void reduce8(const __m256i *p, __m256i *lo, __m256i *hi) {
+    const __m256i x = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256i y = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    *lo = _mm256_permute2x128_si256(x, y, 0x20);
+    *hi = _mm256_permute2x128_si256(x, y, 0x31);
+}
+
+XI_INLINE float f16at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* Column c's block x with the R rows: its partial sums and f16 scale factors. */
+XI_INLINE void col_block(int T, int R, const uint8_t *x, const uint8_t *const *aq, const __m256i *pre,
+                         __m256i (*part)[8], int c, uint16_t *dh, uint16_t *mh) {
+    __m256i o[RT];
+    if (T == T_Q6_K || T == T_Q3_K || T == T_Q2_K)
+        dot_k16(T, R, x, aq, pre, o);
+    else if (T == T_Q4_K || T == T_Q5_K)
+        dot_k45(T, R, x, aq, pre, o);
+    else
+        dot32(T, R, x, aq, o);
+    for (int r = 0; r < R; r++) part[r][c] = o[r];
+    memcpy(&dh[c], x + t_d_off(T), 2);
+    if (t_min(T) != MIN_NONE) memcpy(&mh[c], x + t_m_off(T), 2);
+}
+
+/* R rows (act rows a0.., stride as) x columns n .. n + cols - 1 (cols <= 8) of type T. */
+XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const uint8_t *a0,
+                       size_t as, const uint8_t *w0, size_t rb, int cols, int64_t nb,
+                       const uint8_t *pf) {
+    const int bb = t_block_bytes(T), ab = t_act_bytes(T), mk = t_min(T);
+    const uint8_t *wp[8];
+    for (int c = 0; c < 8; c++) wp[c] = w0 + (size_t)(c < cols ? c : cols - 1) * rb;
+    __m256 acc[RT];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *aq[RT];
+        __m256i pre[RT], part[RT][8];
+        float da[RT], s[RT];
+        for (int r = 0; r < R; r++) {
+            const uint8_t *ablk = a0 + (size_t)r * as + (size_t)i * (size_t)ab;
+            aq[r] = ablk + t_act_q(T);
+            pre[r] = act_pre(T, ablk);
+            if (T >= T_Q4_K)
+                memcpy(&da[r], ablk, 4);
+            else
+                da[r] = f16at(ablk);
+            s[r] = mk == MIN_Q81 ? f16at(ablk + 2) : 0.0f;
+        }
+        if (pf) /* the next 8 columns' rows, in address order, one tile ahead: as much per
+                 * block as the tile reads, so the prefetch runs a tile ahead all the way */
+            for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+        uint16_t dh[8], mh[8] = {0};
+        /* unrolled for the small 32-value blocks; a K block's code is long enough */
+        if (t_values(T) == 32) {
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) col_block(T, R, wp[c] + (size_t)i * (size_t)bb, aq, pre, part, c, dh, mh);
+        } else {
+#pragma GCC unroll 1
+            for (int c = 0; c < 8; c++) col_block(T, R, wp[c] + (size_t)i * (size_t)bb, aq, pre, part, c, dh, mh);
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
+        if (mk == MIN_Q81) dmin = _mm256_xor_ps(dmin, _mm256_set1_ps(-0.0f)); /* dmin = -m */
+        if (mk == MIN_NONE) dmin = _mm256_setzero_ps();
+        for (int r = 0; r < R; r++) {
+            __m256i lo, hi, sumi, mins;
+            reduce8(part[r], &lo, &hi);
+            if (mk == MIN_K) {
+                sumi = lo, mins = hi;
+            } else {
+                sumi = _mm256_add_epi32(lo, hi), mins = _mm256_setzero_si256();
+            }
+            if (t_offset(T)) sumi = _mm256_sub_epi32(sumi, pre[r]);
+            const __m256 dav = _mm256_set1_ps(da[r]);
+            const __m256 t = _mm256_mul_ps(_mm256_mul_ps(d, dav), _mm256_cvtepi32_ps(sumi));
+            const __m256 m = mk == MIN_Q81 ? _mm256_mul_ps(dmin, _mm256_set1_ps(s[r]))
+                                           : _mm256_mul_ps(_mm256_mul_ps(dmin, dav), _mm256_cvtepi32_ps(mins));
+            acc[r] = _mm256_add_ps(acc[r], _mm256_sub_ps(t, m));
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        if (cols == 8) {
+            _mm256_storeu_ps(y + r * ldy, acc[r]);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, acc[r]);
+            memcpy(y + r * ldy, tmp, (size_t)cols * 4);
+        }
+    }
+}
+
+XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, size_t as,
+                      int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
+    const size_t rb = (size_t)(w->n_in / t_values(T)) * (size_t)t_block_bytes(T);
+    const int64_t nb = w->n_in / t_values(T);
+    for (int64_t c0 = 0; c0 < rows; c0 += ROW_CHUNK) {
+        const int64_t c1 = XI_MIN(rows, c0 + ROW_CHUNK);
+        for (int64_t n = n0; n < n1; n += 8) {
+            const int cols = (int)XI_MIN((int64_t)8, n1 - n);
+            const uint8_t *w0 = (const uint8_t *)w->data + (size_t)n * rb;
+            for (int64_t r = c0; r < c1; r += RT) {
+                float *yt = y + r * ldy + n;
+                const uint8_t *at = act + (size_t)r * as;
+                /* the first row tile streams the columns from memory: it prefetches (a hint,
+                 * which never faults, so the last tile may ask past n1) */
+                const uint8_t *pf = r == c0 && n + 8 < n1 ? w0 + 8 * rb : NULL;
+                switch (XI_MIN((int64_t)RT, c1 - r)) {
+                case 4: gq_tile(T, 4, yt, ldy, at, as, w0, rb, cols, nb, pf); break;
+                case 3: gq_tile(T, 3, yt, ldy, at, as, w0, rb, cols, nb, pf); break;
+                case 2: gq_tile(T, 2, yt, ldy, at, as, w0, rb, cols, nb, pf); break;
+                default: gq_tile(T, 1, yt, ldy, at, as, w0, rb, cols, nb, pf); break;
+                }
+            }
+        }
+    }
+}
+
+#define GQ_RUN(T)                                                                              \
+    static void run_##T(float *y, int64_t ldy, const uint8_t *act, size_t as, int64_t rows,     \
+                        const xi_weight *w, int64_t n0, int64_t n1) {                          \
+        gq_run(T, y, ldy, act, as, rows, w, n0, n1);                                           \
+    }
+GQ_RUN(T_Q8_0)
+GQ_RUN(T_Q4_0)
+GQ_RUN(T_Q4_1)
+GQ_RUN(T_Q5_0)
+GQ_RUN(T_Q5_1)
+GQ_RUN(T_IQ4_NL)
+GQ_RUN(T_Q4_K)
+GQ_RUN(T_Q5_K)
+GQ_RUN(T_Q6_K)
+GQ_RUN(T_Q3_K)
+GQ_RUN(T_Q2_K)
+
+typedef void (*gq_fn)(float *, int64_t, const uint8_t *, size_t, int64_t, const xi_weight *,
+                      int64_t, int64_t);
+
+static gq_fn fast_path(int id) {
+    switch (id) {
+    case XI_GGML_Q8_0: return run_T_Q8_0;
+    case XI_GGML_Q4_0: return run_T_Q4_0;
+    case XI_GGML_Q4_1: return run_T_Q4_1;
+    case XI_GGML_Q5_0: return run_T_Q5_0;
+    case XI_GGML_Q5_1: return run_T_Q5_1;
+    case XI_GGML_IQ4_NL: return run_T_IQ4_NL;
+    case XI_GGML_Q4_K: return run_T_Q4_K;
+    case XI_GGML_Q5_K: return run_T_Q5_K;
+    case XI_GGML_Q6_K: return run_T_Q6_K;
+    case XI_GGML_Q3_K: return run_T_Q3_K;
+    case XI_GGML_Q2_K: return run_T_Q2_K;
+    default: return NULL;
+    }
+}
+
+void xi_matmul_gq_avx2(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
+                       const xi_weight *w, int64_t n0, int64_t n1) {
+    const gq_fn f = fast_path(w->qtype->id);
+    if (!f || n0 >= n1) {
+        xi_matmul_gq_ref(y, ldy, act, act_stride, rows, w, n0, n1);
+        return;
+    }
+    f(y, ldy, act, act_stride, rows, w, n0, n1);
+}
