@@ -84,6 +84,12 @@ static void matmul_cols(const xi_ops *ops, act_cache *c, float *y, int64_t ldy, 
         ops->matmul(y, ldy, x, ldx, rows, w, b, e);
 }
 
+static void add_bias(const xi_linear *l, int64_t ldy, int64_t rows, int64_t b, int64_t e) {
+    if (l->bias)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = b; c < e; c++) l->y[r * ldy + c] += l->bias[c];
+}
+
 /* Each linear's columns are split in multiples of 16 so every thread's tile edges stay
  * aligned; the split never touches the reduction over n_in, so any thread count gives the
  * same bits. The epilogue runs on the columns this thread just wrote, so it needs no second
@@ -99,9 +105,7 @@ static void matmul_task(void *ctx, int ith, int nth) {
         xi_split_range((long)n_out, ith, nth, 16, &b, &e);
         if (b >= e) continue;
         matmul_cols(j->ops, &c, l->y, n_out, j->x, l->w->n_in, j->rows, l->w, b, e);
-        if (l->bias)
-            for (int64_t r = 0; r < j->rows; r++)
-                for (long c = b; c < e; c++) l->y[r * n_out + c] += l->bias[c];
+        add_bias(l, n_out, j->rows, b, e);
     }
     if (j->epilogue == EPI_NONE) return;
     const int64_t n_out = j->l[0].w->n_out;
@@ -142,10 +146,19 @@ void xi_matmul_add(xi_pool *pool, const xi_ops *ops, float *residual, float *y, 
     xi_pool_run(pool, matmul_task, &j);
 }
 
+void xi_matmul_part_n(const xi_ops *ops, const float *x, int64_t ldx, int64_t rows,
+                      const xi_linear *l, int n, int64_t ldy, int64_t n0, int64_t n1) {
+    act_cache c = {.ga_fmt = -1};
+    for (int i = 0; i < n; i++) {
+        matmul_cols(ops, &c, l[i].y, ldy, x, ldx, rows, l[i].w, n0, n1);
+        add_bias(&l[i], ldy, rows, n0, n1);
+    }
+}
+
 void xi_matmul_part(const xi_ops *ops, float *y, int64_t ldy, const float *x, int64_t ldx,
                     int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
-    act_cache c = {.ga_fmt = -1};
-    matmul_cols(ops, &c, y, ldy, x, ldx, rows, w, n0, n1);
+    const xi_linear l = {y, w, NULL};
+    xi_matmul_part_n(ops, x, ldx, rows, &l, 1, ldy, n0, n1);
 }
 
 int xi_weight_block_for(const xi_ops *ops, const xi_weight *w) {

@@ -309,6 +309,10 @@ void xi_matmul_add(xi_pool *pool, const xi_ops *ops, float *residual, float *y, 
  * (MoE experts: each expert's rows are their own matmul). */
 void xi_matmul_part(const xi_ops *ops, float *y, int64_t ldy, const float *x, int64_t ldx,
                     int64_t rows, const xi_weight *w, int64_t n0, int64_t n1);
+/* The same for n linears of one input (each l[i].y with row stride ldy, its bias added on
+ * these columns), x quantized once for all of them, as in one pool job of xi_matmul_n. */
+void xi_matmul_part_n(const xi_ops *ops, const float *x, int64_t ldx, int64_t rows,
+                      const xi_linear *l, int n, int64_t ldy, int64_t n0, int64_t n1);
 
 /* Row `row` of a weight (an embedding table) as f32. */
 void xi_weight_row(const xi_weight *w, int64_t row, float *out);

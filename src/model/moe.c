@@ -117,8 +117,8 @@ static void up_task(void *ctx, int ith, int nth) {
         const int64_t r0 = s->start[x], n = s->start[x + 1] - r0;
         if (!n) continue;
         float *g = s->gate + r0 * F, *u = s->up + r0 * F;
-        xi_matmul_part(ops, g, F, s->xg + r0 * h, h, n, &j->L->egate[x], b, e);
-        xi_matmul_part(ops, u, F, s->xg + r0 * h, h, n, &j->L->eup[x], b, e);
+        const xi_linear gu[2] = {{g, &j->L->egate[x], NULL}, {u, &j->L->eup[x], NULL}};
+        xi_matmul_part_n(ops, s->xg + r0 * h, h, n, gu, 2, F, b, e); /* rows quantized once */
         for (int64_t r = 0; r < n; r++) ops->silu_mul(g + r * F + b, g + r * F + b, u + r * F + b, e - b);
     }
 }
