@@ -109,15 +109,19 @@ int xi_weight_block_dot(xi_weight *w, char *err, size_t errlen) {
     for (int64_t b = 0; b < w->n_out / 8; b++) {
         uint8_t *blk = d + (size_t)b * bytes;
         memcpy(tmp, blk, bytes);
-        if (!q8) memset(blk, 0, bytes);
-        for (size_t c = 0; c < 8; c++)
-            for (size_t k = 0; k < K; k++) {
-                const size_t at = (k / 4) * 32 + c * 4 + k % 4;
-                if (q8) {
-                    blk[at] = tmp[c * K + k];
-                } else {
-                    const uint8_t v = tmp[c * K / 2 + k / 2], q = k & 1 ? v >> 4 : v & 15;
-                    blk[(k / 8) * 32 + c * 4 + k % 4] |= (uint8_t)(k & 4 ? q << 4 : q);
+        for (size_t c = 0; c < 8; c++) /* every byte of the block written once */
+            if (q8) {
+                for (size_t k4 = 0; k4 < K / 4; k4++) memcpy(blk + k4 * 32 + c * 4, tmp + c * K + 4 * k4, 4);
+            } else {
+                /* row bytes x[m] hold inputs 8k8 + 2m (low) and 8k8 + 2m + 1; byte kk of the
+                 * dot block holds inputs 8k8 + kk (low) and 8k8 + kk + 4 */
+                for (size_t k8 = 0; k8 < K / 8; k8++) {
+                    const uint8_t *x = tmp + c * K / 2 + 4 * k8;
+                    uint8_t *o = blk + k8 * 32 + c * 4;
+                    o[0] = (uint8_t)((x[0] & 15) | x[2] << 4);
+                    o[1] = (uint8_t)((x[0] >> 4) | (x[2] & 0xF0));
+                    o[2] = (uint8_t)((x[1] & 15) | x[3] << 4);
+                    o[3] = (uint8_t)((x[1] >> 4) | (x[3] & 0xF0));
                 }
             }
     }

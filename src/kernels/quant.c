@@ -54,17 +54,20 @@ int xi_weight_pack_awq(xi_weight *w, const int32_t *qweight, const int32_t *qzer
     const size_t scale_off = (data_bytes + 63) & ~(size_t)63;
     const size_t zero_off = scale_off + (((size_t)(n_out * groups) * 4 + 63) & ~(size_t)63);
     const size_t total = zero_off + (size_t)(n_out * groups);
-    uint8_t *buf = xi_alloc_big(total); /* zero-filled: nibbles are OR-ed in */
+    uint8_t *buf = xi_alloc_big(total);
     if (!buf) return xi_errf(err, errlen, "awq weight: out of memory for %zu bytes", total);
     float *scale = (float *)(buf + scale_off);
     uint8_t *zero = buf + zero_off;
-    for (int64_t k = 0; k < n_in; k++)
-        for (int64_t i = 0; i < packed; i++) {
-            const int32_t u = qweight[k * packed + i];
-            for (int j = 0; j < 8; j++) {
-                const int64_t n = 8 * i + AWQ_ORDER[j];
-                buf[n * (n_in / 2) + k / 2] |= (uint8_t)(awq_nibble(u, j) << (4 * (k & 1)));
-            }
+    /* packed column i holds output rows 8i..8i+7: fill those rows along k, each byte once
+     * from inputs k and k + 1 (the rows are written in order; the column's int32s are
+     * re-read from cache by the next 15 columns) */
+    const int64_t half = n_in / 2;
+    for (int64_t i = 0; i < packed; i++)
+        for (int64_t k = 0; k < n_in; k += 2) {
+            const int32_t u0 = qweight[k * packed + i], u1 = qweight[(k + 1) * packed + i];
+            for (int j = 0; j < 8; j++)
+                buf[(8 * i + AWQ_ORDER[j]) * half + k / 2] =
+                    (uint8_t)(awq_nibble(u0, j) | awq_nibble(u1, j) << 4);
         }
     for (int64_t g = 0; g < groups; g++)
         for (int64_t i = 0; i < packed; i++) {
