@@ -6,6 +6,7 @@
 
 #include "base/base.h"
 #include "model/gguf.h"
+#include "model/model_internal.h"
 #include "model/safetensors.h"
 #include "tensor/dtype.h"
 #include "tokenizer/tokenizer_gguf.h"
@@ -444,6 +445,111 @@ TEST(test_genmodel_awq_moe_matches_its_dequantized_weights) {
     TM_FOR_EACH_VARIANT_IN(3, tm_invariance, qdir, XI_F32, NULL);
     free(qdir);
     free(fdir);
+}
+
+/* --load-format mmap: AWQ experts stay in the file until a token is routed to them, then
+ * are repacked (the pool splits the missing ones). Exactly the routed experts get built, each
+ * into the very bytes of an expert repacked at load. (The logits are compared with a tolerance:
+ * under mmap the float router and lm_head run row-major from the file, not blocked.) */
+typedef struct routed {
+    int n_layers, E;
+    unsigned char used[8][8];
+} routed;
+
+static void note_route(void *user, int layer, int T, int k, const int32_t *sel, const float *w) {
+    (void)w;
+    routed *r = user;
+    for (int i = 0; i < T * k; i++) r->used[layer][sel[i]] = 1;
+}
+
+static int same_awq_bytes(const xi_weight *a, const xi_weight *b) {
+    const size_t n = (size_t)(a->n_out * a->n_in / 2), g = (size_t)(a->n_out * (a->n_in / a->group_size));
+    return a->dtype == XI_Q4_AWQ && b->dtype == XI_Q4_AWQ && a->n_out == b->n_out &&
+           a->n_in == b->n_in && a->block == b->block && a->group_size == b->group_size &&
+           !memcmp(a->data, b->data, n) && !memcmp(a->scale, b->scale, g * sizeof(float)) &&
+           !memcmp(a->zero, b->zero, g);
+}
+
+/* Repacked experts of m are exactly those routed to, with the bytes of eager's; 0 if not. */
+static int ready_matches_routed(const xi_model *m, const xi_model *eager, const routed *r,
+                                int *n_ready) {
+    *n_ready = 0;
+    for (int l = 0; l < r->n_layers; l++) {
+        const xi_layer *L = &m->layers[l], *Le = &eager->layers[l];
+        if (!L->esrc) continue;
+        for (int e = 0; e < r->E; e++) {
+            const int ready = L->egate[e].data && L->eup[e].data && L->edown[e].data;
+            const int none = !L->egate[e].data && !L->eup[e].data && !L->edown[e].data;
+            if (ready ? !r->used[l][e] : !none || r->used[l][e]) return 0;
+            if (ready && (!same_awq_bytes(&L->egate[e], &Le->egate[e]) ||
+                          !same_awq_bytes(&L->eup[e], &Le->eup[e]) ||
+                          !same_awq_bytes(&L->edown[e], &Le->edown[e])))
+                return 0;
+            *n_ready += ready;
+        }
+    }
+    return 1;
+}
+
+static void awq_experts_on_first_use(const char *kernels, const char *dir) {
+    char err[512] = "";
+    xi_model_params pe = {.dir = dir, .dtype = "float32", .kernels = kernels, .n_threads = 2};
+    xi_model_params pl = pe;
+    pl.load_format = "mmap";
+    xi_model *me = xi_model_load(&pe, err, sizeof err), *ml = xi_model_load(&pl, err, sizeof err);
+    CHECKF(me && ml, "%s", err);
+    const xi_config *c = xi_model_config(me);
+    routed r = {.n_layers = c->n_layers, .E = c->layer[1].n_experts};
+    CHECK(r.n_layers <= 8 && r.E == 8 && c->layer[1].top_k == 2);
+    int moe_layers = 0, n_ready = -1;
+    for (int l = 0; l < c->n_layers; l++) {
+        moe_layers += ml->layers[l].esrc != NULL;
+        CHECK(!me->layers[l].esrc); /* loaded eagerly: nothing left in the file */
+    }
+    CHECK(moe_layers > 0 && ready_matches_routed(ml, me, &r, &n_ready) && n_ready == 0);
+    CHECK(xi_model_weight_bytes(ml) == xi_model_weight_bytes(me) &&
+          xi_model_n_params(ml) == xi_model_n_params(me));
+    ml->route_hook = note_route;
+    ml->route_user = &r;
+    const int n = 24, V = c->vocab_size;
+    int32_t ids[24];
+    for (int i = 0; i < n; i++) ids[i] = 100 + 997 * i;
+    float *le = malloc(sizeof(float) * (size_t)V), *ll = malloc(sizeof(float) * (size_t)V);
+    xi_kv_store *kve = xi_kv_store_new(c, 4, 16, XI_F32, err, sizeof err),
+                *kvl = xi_kv_store_new(c, 4, 16, XI_F32, err, sizeof err);
+    tm_seq se, sl;
+    tm_seq_init(&se, 0, 4);
+    tm_seq_init(&sl, 0, 4);
+    tm_seq *sep = &se, *slp = &sl;
+    const int32_t *ip = ids;
+    int nn = n;
+    CHECK(kve && kvl && tm_forward(me, kve, &sep, &ip, &nn, 1, 0, le) == 0);
+    /* three tokens route to at most 6 of the 8 experts of a layer: the rest stay in the file */
+    int n3 = 3, n21 = n - 3;
+    CHECK(tm_forward(ml, kvl, &slp, &ip, &n3, 1, 0, NULL) == 0);
+    CHECKF(ready_matches_routed(ml, me, &r, &n_ready) && n_ready > 0 && n_ready <= 6 * moe_layers,
+           "%s: after 3 tokens %d experts repacked", kernels, n_ready);
+    const int32_t *rest = ids + 3;
+    CHECK(tm_forward(ml, kvl, &slp, &rest, &n21, 1, 0, ll) == 0);
+    int n_after = 0;
+    CHECK(ready_matches_routed(ml, me, &r, &n_after) && n_after >= n_ready);
+    double maxd = 0;
+    for (int j = 0; j < V; j++)
+        if (fabs(le[j] - ll[j]) > maxd) maxd = fabs(le[j] - ll[j]);
+    CHECKF(maxd < 1e-4, "%s: repacked on first use, logits %g away", kernels, maxd);
+    xi_kv_store_free(kve);
+    xi_kv_store_free(kvl);
+    free(le);
+    free(ll);
+    xi_model_free(me);
+    xi_model_free(ml);
+}
+
+TEST(test_genmodel_awq_moe_experts_are_repacked_on_first_use_under_mmap) {
+    char *dir = genmodel_preset("moe-awq-lazy", "tiny-moe", "--awq --group-size 32 --seed 12");
+    CHECK(dir);
+    TM_FOR_EACH_VARIANT_IN(3, awq_experts_on_first_use, dir);
+    free(dir);
 }
 
 /* ---- --gguf: the folder's model as one GGUF file */

@@ -281,7 +281,7 @@ int xi_model_forward_rank(xi_model *m, xi_kv_store *kv, const xi_batch *b, float
             else xi_matmul(m->pool, m->ops, m->xn, m->gate, T, &L->wdown, NULL);
             break;
         case XI_MLP_MOE:
-            xi_moe_forward(m, l, T, m->comm ? m->xn : NULL);
+            if (xi_moe_forward(m, l, T, m->comm ? m->xn : NULL, err, errlen)) return -1;
             break;
         }
         if (m->comm && reduce_add(m, T, err, errlen)) return -1;

@@ -224,10 +224,24 @@ static const xi_st_tensor *find_typed(xi_model *m, const char *module, const cha
     return t;
 }
 
+int xi_awq_repack(const xi_model *m, xi_weight *w, const xi_awq_src *src, void **owned,
+                  size_t *owned_bytes, char *err, size_t errlen) {
+    if (xi_shard_pack_awq(w, src->qweight, src->qzeros, src->scales, src->n_in, src->n_out,
+                          m->cfg.quant_group_size, &src->sl, owned, owned_bytes, err, errlen))
+        return -1;
+    if (xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen)) {
+        xi_free_big(*owned, *owned_bytes);
+        w->data = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* AutoAWQ GEMM: qweight [in, out/8] i32, qzeros [in/group, out/8] i32, scales [in/group, out]
- * f16; repacked once into the kernels' Q4 layout. */
-static int load_awq(xi_model *m, xi_weight *w, const char *module, int64_t rows, int64_t cols,
-                    const xi_slice *sl, char *err, size_t errlen) {
+ * f16; repacked into the kernels' Q4 layout now, or, with lazy set (MoE experts under
+ * --load-format mmap), described there for a repack on first use and left without data. */
+static int load_awq(xi_model *m, xi_weight *w, xi_awq_src *lazy, const char *module, int64_t rows,
+                    int64_t cols, const xi_slice *sl, char *err, size_t errlen) {
     const xi_st_tensor *qw = find_typed(m, module, "qweight", XI_I32, err, errlen);
     const xi_st_tensor *qz = qw ? find_typed(m, module, "qzeros", XI_I32, err, errlen) : NULL;
     const xi_st_tensor *sc = qz ? find_typed(m, module, "scales", XI_F16, err, errlen) : NULL;
@@ -240,19 +254,26 @@ static int load_awq(xi_model *m, xi_weight *w, const char *module, int64_t rows,
         return xi_errf(err, errlen, "%s: %s: AWQ tensors give [%lld, %lld], expected [%lld, %lld]",
                        qw->file, module, (long long)n_out, (long long)n_in, (long long)rows,
                        (long long)cols);
+    const xi_awq_src src = {qw->data, qz->data, sc->data, n_in, n_out,
+                            sl ? *sl : (xi_slice){0, rows, 0, cols}};
+    const int64_t part = (src.sl.r1 - src.sl.r0) * (src.sl.c1 - src.sl.c0);
+    m->n_params += part;
+    m->weight_bytes += (int64_t)(qw->nbytes + qz->nbytes + sc->nbytes) * part / (rows * cols);
+    if (lazy) {
+        *lazy = src;
+        *w = (xi_weight){.dtype = XI_Q4_AWQ, .n_out = src.sl.r1 - src.sl.r0,
+                         .n_in = src.sl.c1 - src.sl.c0, .group_size = m->cfg.quant_group_size};
+        return 0;
+    }
     void *owned;
     size_t bytes;
-    if (xi_shard_pack_awq(w, qw->data, qz->data, sc->data, n_in, n_out, m->cfg.quant_group_size,
-                          sl, &owned, &bytes, err, errlen))
+    if (xi_awq_repack(m, w, &src, &owned, &bytes, err, errlen))
         return xi_err_prefix(err, errlen, "%s: %s", qw->file, module);
     if (xi_model_own(m, owned, bytes, 1)) {
         xi_free_big(owned, bytes);
         return xi_errf(err, errlen, "out of memory");
     }
-    m->n_params += w->n_out * w->n_in;
-    m->weight_bytes += (int64_t)(qw->nbytes + qz->nbytes + sc->nbytes) * w->n_out * w->n_in /
-                       (rows * cols);
-    return xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
+    return 0;
 }
 
 /* A linear layer's weight `module`.weight [rows, cols] (or its slice sl, NULL: all): AWQ
@@ -262,7 +283,7 @@ static int load_linear(xi_model *m, xi_weight *w, const char *module, int64_t ro
     char name[300];
     snprintf(name, sizeof name, "%s.weight", module);
     if (m->cfg.quant_awq && !awq_skipped(&m->cfg, module))
-        return load_awq(m, w, module, rows, cols, sl, err, errlen);
+        return load_awq(m, w, NULL, module, rows, cols, sl, err, errlen);
     if (!strcmp(m->quant, "int8")) {
         int64_t shape[2] = {rows, cols};
         const xi_st_tensor *t = bind(m, name, 2, shape, 1, err, errlen);
@@ -335,11 +356,25 @@ static int load_moe(xi_model *m, xi_layer *L, const xi_layer_spec *sp, int l, in
         return xi_errf(err, errlen, "out of memory");
     }
     L->egate = w, L->eup = w + E, L->edown = w + 2 * E;
+    /* --load-format mmap: AWQ experts stay in the file until a token is routed to them */
+    const int lazy = zero_copy && m->cfg.quant_awq;
+    if (lazy && (!(L->esrc = calloc((size_t)(3 * E), sizeof *L->esrc)) ||
+                 xi_model_own(m, L->esrc, (size_t)(3 * E) * sizeof *L->esrc, 0))) {
+        free(L->esrc);
+        L->esrc = NULL;
+        return xi_errf(err, errlen, "out of memory");
+    }
+    const xi_tensor_role role[3] = {XI_T_EXP_GATE, XI_T_EXP_UP, XI_T_EXP_DOWN};
     for (int e = 0; e < E; e++)
-        if (load_linear(m, &L->egate[e], tname(m, XI_T_EXP_GATE, l, e, mod), ff, h, &up, zero_copy, err, errlen) ||
-            load_linear(m, &L->eup[e], tname(m, XI_T_EXP_UP, l, e, mod), ff, h, &up, zero_copy, err, errlen) ||
-            load_linear(m, &L->edown[e], tname(m, XI_T_EXP_DOWN, l, e, mod), h, ff, &down, zero_copy, err, errlen))
-            return -1;
+        for (int k = 0; k < 3; k++) {
+            xi_weight *we = &w[k * E + e];
+            const int64_t rows = k < 2 ? ff : h, cols = k < 2 ? h : ff;
+            const xi_slice *sl = k < 2 ? &up : &down;
+            tname(m, role[k], l, e, mod);
+            if (lazy && !awq_skipped(&m->cfg, mod) ? load_awq(m, we, &L->esrc[3 * e + k], mod, rows, cols, sl, err, errlen)
+                                                   : load_linear(m, we, mod, rows, cols, sl, zero_copy, err, errlen))
+                return -1;
+        }
     return 0;
 }
 

@@ -16,6 +16,9 @@ typedef struct xi_layer {
     float *attn_norm, *ffn_norm;   /* [hidden] f32 */
     xi_weight router;              /* MoE: [n_experts, hidden], never quantized */
     xi_weight *egate, *eup, *edown;/* MoE: [n_experts] each expert's [ffn, hidden] x2, [hidden, ffn] */
+    struct xi_awq_src *esrc;       /* MoE AWQ experts under --load-format mmap: [3 * n_experts]
+                                    * (gate, up, down) still in the file, repacked on first use
+                                    * (moe.c); NULL when every expert was repacked at load */
 } xi_layer;
 
 /* Rows [r0, r1) and columns [c0, c1) of a stored [rows, cols] matrix: a rank's part. */
@@ -30,6 +33,14 @@ typedef struct xi_shard {
     int kv_head0, n_kv_heads;  /* its KV heads (replicated when there are fewer than ranks) */
     int64_t vocab0, vocab1;    /* its lm_head rows; logits of the others come from them */
 } xi_shard;
+
+/* An AutoAWQ GEMM linear as the checkpoint stores it (qweight, qzeros, scales in the mapped
+ * file, stored shape [n_out, n_in]) and this rank's slice of it. */
+typedef struct xi_awq_src {
+    const void *qweight, *qzeros, *scales;
+    int64_t n_in, n_out;
+    xi_slice sl;
+} xi_awq_src;
 
 /* Every buffer the model allocated, freed in reverse order. */
 typedef struct xi_owned {
@@ -116,6 +127,11 @@ int xi_shard_pack_awq(xi_weight *w, const int32_t *qweight, const int32_t *qzero
                       const uint16_t *scales, int64_t n_in, int64_t n_out, int group,
                       const xi_slice *sl, void **owned, size_t *owned_bytes, char *err,
                       size_t errlen);
+/* src as a kernel-layout weight (packed, then blocked for m's kernels) in one new allocation
+ * *owned of *owned_bytes that the caller owns; -1 with err set (nothing allocated). Safe to
+ * run for different weights on several threads at once. */
+int xi_awq_repack(const xi_model *m, xi_weight *w, const xi_awq_src *src, void **owned,
+                  size_t *owned_bytes, char *err, size_t errlen);
 /* The slice sl (NULL: all) of a float weight quantized to int8 per output channel; each
  * channel's scale comes from its whole row, so shards quantize exactly as -tp 1 does. */
 int xi_shard_quantize_q8(xi_weight *w, const void *src, xi_dtype dtype, int64_t n_out,
@@ -132,9 +148,10 @@ int xi_model_forward_rank(xi_model *m, xi_kv_store *kv, const xi_batch *b, float
 /* The KV store as seen by one layer's attention. */
 xi_kv_view xi_kv_store_view(const xi_kv_store *kv, int layer);
 /* MoE (moe.c): x += the mixture of experts of xn for layer L, every row (out = it, when
- * out is set: xn may be out, it is read first); sizes scratch. */
+ * out is set: xn may be out, it is read first); sizes scratch. -1 with err set when an
+ * expert routed to for the first time cannot be repacked (out of memory). */
 int xi_moe_reserve(xi_model *m, int max_tokens);
-void xi_moe_forward(xi_model *m, int layer, int T, float *out);
+int xi_moe_forward(xi_model *m, int layer, int T, float *out, char *err, size_t errlen);
 void xi_moe_free(xi_moe_scratch *s);
 void xi_rope_frequencies(const xi_config *c, double *inv_freq, double *mscale);
 

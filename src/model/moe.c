@@ -10,7 +10,12 @@
  * whole layer (gate/up + SiLU, then down), every expert's columns split across the threads.
  * A row's result never depends on the rows it shares a matmul with (the kernels' contract),
  * and each token sums its experts in one fixed order, so a token gets the same bits alone or
- * in any batch, in any chunking, on any thread count. */
+ * in any batch, in any chunking, on any thread count.
+ *
+ * AWQ experts under --load-format mmap (layer esrc set) are repacked on the step that first
+ * routes a token to them, the missing ones split across the pool, one expert per task: the
+ * file's pages of an expert never used are never read, and its kernel layout never built. A
+ * repacked expert is the same bytes as one repacked at load, so the bits do not change. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,13 +174,83 @@ static void combine_task(void *ctx, int ith, int nth) {
     }
 }
 
+/* ---- first use of an AWQ expert ---- */
+
+typedef struct repack_job {
+    const xi_model *m;
+    const xi_layer *L;
+    int E, n;
+    const int *todo; /* [n] experts */
+    void **owned;    /* [3 n] */
+    size_t *bytes;   /* [3 n] */
+    int *failed;     /* [n] */
+} repack_job;
+
+static void repack_task(void *ctx, int ith, int nth) {
+    const repack_job *j = ctx;
+    char err[160];
+    for (int i = ith; i < j->n; i += nth) {
+        const int x = j->todo[i];
+        xi_weight *w[3] = {&j->L->egate[x], &j->L->eup[x], &j->L->edown[x]};
+        for (int k = 0; k < 3 && !j->failed[i]; k++)
+            if (!w[k]->data && xi_awq_repack(j->m, w[k], &j->L->esrc[3 * x + k], &j->owned[3 * i + k],
+                                             &j->bytes[3 * i + k], err, sizeof err))
+                j->failed[i] = 1;
+    }
+}
+
+static int expert_ready(const xi_layer *L, int x) {
+    return L->egate[x].data && L->eup[x].data && L->edown[x].data;
+}
+
+/* Repack the experts this step routes to that are still in the file. */
+static int repack_routed(xi_model *m, int layer, char *err, size_t errlen) {
+    const xi_layer *L = &m->layers[layer];
+    const int E = m->cfg.layer[layer].n_experts;
+    const xi_moe_scratch *s = &m->moe;
+    int n = 0;
+    for (int x = 0; x < E; x++) n += s->start[x + 1] > s->start[x] && !expert_ready(L, x);
+    if (!n) return 0;
+    int *todo = malloc((size_t)n * sizeof *todo), *failed = calloc((size_t)n, sizeof *failed);
+    void **owned = calloc((size_t)(3 * n), sizeof *owned);
+    size_t *bytes = calloc((size_t)(3 * n), sizeof *bytes);
+    int rc = -1;
+    if (!todo || !failed || !owned || !bytes) {
+        xi_errf(err, errlen, "layer %d: out of memory repacking its experts", layer);
+        goto done;
+    }
+    n = 0;
+    for (int x = 0; x < E; x++)
+        if (s->start[x + 1] > s->start[x] && !expert_ready(L, x)) todo[n++] = x;
+    repack_job j = {m, L, E, n, todo, owned, bytes, failed};
+    if (n < 2) repack_task(&j, 0, 1);
+    else xi_pool_run(m->pool, repack_task, &j);
+    rc = 0;
+    for (int i = 0; i < 3 * n; i++) /* what was built is kept, whatever else failed */
+        if (owned[i] && xi_model_own(m, owned[i], bytes[i], 1)) {
+            xi_free_big(owned[i], bytes[i]);
+            (i % 3 == 0 ? L->egate : i % 3 == 1 ? L->eup : L->edown)[todo[i / 3]].data = NULL;
+            failed[i / 3] = 1;
+        }
+    for (int i = 0; i < n && !rc; i++)
+        if (failed[i])
+            rc = xi_errf(err, errlen, "layer %d expert %d: out of memory repacking its AWQ weights",
+                         layer, todo[i]);
+done:
+    free(todo);
+    free(failed);
+    free(owned);
+    free(bytes);
+    return rc;
+}
+
 /* Token-split stages: one token runs on the calling thread without waking the pool. */
 static void run_tokens(xi_model *m, xi_pool_fn fn, moe_job *j) {
     if (j->T < 2) fn(j, 0, 1);
     else xi_pool_run(m->pool, fn, j);
 }
 
-void xi_moe_forward(xi_model *m, int layer, int T, float *out) {
+int xi_moe_forward(xi_model *m, int layer, int T, float *out, char *err, size_t errlen) {
     const xi_layer *L = &m->layers[layer];
     const xi_layer_spec *sp = &m->cfg.layer[layer];
     xi_moe_scratch *s = &m->moe;
@@ -193,9 +268,11 @@ void xi_moe_forward(xi_model *m, int layer, int T, float *out) {
     for (int x = E; x > 0; x--) s->start[x] = s->start[x - 1]; /* the fills moved each start on */
     s->start[0] = 0;
     if (m->route_hook) m->route_hook(m->route_user, layer, T, k, s->sel, s->w);
+    if (L->esrc && repack_routed(m, layer, err, errlen)) return -1;
     moe_job j = {m, L, sp, T, out};
     run_tokens(m, gather_task, &j);
     xi_pool_run(m->pool, up_task, &j);
     xi_pool_run(m->pool, down_task, &j);
     run_tokens(m, combine_task, &j);
+    return 0;
 }
