@@ -45,7 +45,13 @@ $(BUILD)/src/kernels/arm/neon%.o:   XFLAGS := -march=armv8.2-a+fp16+dotprod
 
 # The MPI plugin for -tp > 1 (src/comm/), built when OpenMPI's development files are there;
 # build/xinfer itself never links MPI and dlopens it only for -tp > 1.
+# MPI_SYSROOT: a folder holding the target's OpenMPI (Debian's libopenmpi-dev and libopenmpi3
+# packages extracted there, not installed), for a cross-built plugin.
+ifneq ($(MPI_SYSROOT),)
+MPI_FLAGS := -I$(MPI_SYSROOT)/usr/lib/$(TRIPLE)/openmpi/include $(MPI_SYSROOT)/usr/lib/$(TRIPLE)/libmpi.so.40
+else
 MPI_FLAGS := $(shell $(PKG_CONFIG) --cflags --libs ompi-c 2>/dev/null)
+endif
 MPI_PLUGIN := $(if $(MPI_FLAGS),$(BUILD)/xinfer-mpi.so)
 
 all: $(BIN) $(TOOLS) $(MPI_PLUGIN)
@@ -83,10 +89,14 @@ endif
 # aarch64 is cross-built with gcc-aarch64-linux-gnu and Debian's arm64 -dev packages.
 VERSION  := $(shell sed -n 's/^\#define XINFER_VERSION "\(.*\)"/\1/p' include/xinfer.h)
 DIST_DIR ?= dist
+# The MPI plugin goes in too: x86-64's from the installed OpenMPI, aarch64's when
+# MPI_ARM64_SYSROOT names Debian's arm64 OpenMPI packages extracted (.ci/packaging.sh does it).
+MPI_ARM64_SYSROOT ?=
 dist:
-	$(MAKE) STATIC=1 BUILD=build-static build-static/xinfer
+	$(MAKE) STATIC=1 BUILD=build-static build-static/xinfer $(if $(MPI_FLAGS),build-static/xinfer-mpi.so)
 	PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig $(MAKE) STATIC=1 \
-	  CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar BUILD=build-static-arm64 build-static-arm64/xinfer
+	  CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar BUILD=build-static-arm64 build-static-arm64/xinfer \
+	  $(if $(MPI_ARM64_SYSROOT),MPI_SYSROOT=$(MPI_ARM64_SYSROOT) build-static-arm64/xinfer-mpi.so)
 	packaging/dist.sh $(VERSION) x86_64 build-static/xinfer $(DIST_DIR)
 	packaging/dist.sh $(VERSION) aarch64 build-static-arm64/xinfer $(DIST_DIR)
 

@@ -35,8 +35,16 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # only build_info.o and the link differ), so `make dist` compiles little.
 [ -d build ] && [ ! -d build-static ] && cp -a build build-static
 [ -d build-arm64 ] && [ ! -d build-static-arm64 ] && cp -a build-arm64 build-static-arm64
+# The arm64 MPI plugin is linked against Debian's arm64 OpenMPI, extracted (not installed).
+OMPI_ARM64="$CACHE/openmpi-arm64"
+if [ ! -s "$OMPI_ARM64/usr/lib/aarch64-linux-gnu/libmpi.so.40" ]; then
+    echo "   arm64 OpenMPI for the plugin (once; kept in $OMPI_ARM64)"
+    mkdir -p "$WORK/ompi" "$OMPI_ARM64"
+    (cd "$WORK/ompi" && apt-get download -qq libopenmpi-dev:arm64 libopenmpi3:arm64 2>&1 | grep -v unsandboxed) || true
+    for d in "$WORK"/ompi/*.deb; do dpkg-deb -x "$d" "$OMPI_ARM64"; done
+fi
 echo "== make dist"
-make -j"$(nproc)" dist DIST_DIR=dist >/dev/null
+make -j"$(nproc)" dist DIST_DIR=dist MPI_ARM64_SYSROOT="$OMPI_ARM64" >/dev/null
 for f in "xinfer_${VERSION}_amd64.deb" "xinfer_${VERSION}_arm64.deb" "xinfer-$VERSION.x86_64.rpm" \
     "xinfer-$VERSION.aarch64.rpm" "xinfer-$VERSION-linux-x86_64.tar.gz" "xinfer-$VERSION-linux-aarch64.tar.gz"; do
     [ -s "dist/$f" ] || fail "make dist did not write dist/$f"
@@ -44,12 +52,13 @@ for f in "xinfer_${VERSION}_amd64.deb" "xinfer_${VERSION}_arm64.deb" "xinfer-$VE
 done
 
 # ---- dependencies and glibc symbol versions, both architectures ---------------------------
-check_binary() { # BINARY OBJDUMP
+check_binary() { # BINARY OBJDUMP [ALSO_ALLOWED]
     local needed newest
     needed=$(readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
     for lib in $needed; do
         case "$lib" in
         libc.so.6 | libm.so.6 | libpthread.so.0 | libdl.so.2 | ld-linux-*.so.*) ;;
+        "${3:-none}") ;;
         *) fail "$1 needs $lib (only the C library's are allowed)" ;;
         esac
     done
@@ -65,6 +74,32 @@ for arch in amd64 arm64; do
 done
 check_binary "$WORK/x-amd64/usr/bin/xinfer" objdump
 check_binary "$WORK/x-arm64/usr/bin/xinfer" aarch64-linux-gnu-objdump
+# the MPI plugins: the C library and OpenMPI 4's libmpi, nothing else
+check_binary "$WORK/x-amd64/usr/lib/xinfer/xinfer-mpi.so" objdump libmpi.so.40
+check_binary "$WORK/x-arm64/usr/lib/xinfer/xinfer-mpi.so" aarch64-linux-gnu-objdump libmpi.so.40
+readelf -h "$WORK/x-arm64/usr/lib/xinfer/xinfer-mpi.so" | grep -q AArch64 || fail "the arm64 plugin is not aarch64"
+for pkg in "xinfer-$VERSION.x86_64.rpm" "xinfer-$VERSION.aarch64.rpm"; do
+    listing=$(rpm -qpl "dist/$pkg" 2>/dev/null)
+    grep -qx /usr/lib/xinfer/xinfer-mpi.so <<<"$listing" || fail "$pkg has no MPI plugin"
+    requires=$(rpm -qpR "dist/$pkg" 2>/dev/null)
+    grep -q libmpi <<<"$requires" && fail "$pkg requires OpenMPI: $(grep libmpi <<<"$requires")"
+done
+for arch in x86_64 aarch64; do
+    listing=$(tar -tzf "dist/xinfer-$VERSION-linux-$arch.tar.gz")
+    grep -q "/lib/xinfer/xinfer-mpi.so$" <<<"$listing" || fail "the $arch tarball has no MPI plugin"
+done
+
+# ---- -tp 2 from the x86-64 tarball: its binary finds its plugin and matches -tp 1 -----------
+echo "== -tp 2 from the x86_64 tarball (the packaged plugin over this machine's OpenMPI)"
+mkdir -p "$WORK/tar"
+tar -C "$WORK/tar" -xzf "dist/xinfer-$VERSION-linux-x86_64.tar.gz"
+TB="$WORK/tar/xinfer-$VERSION-linux-x86_64/bin/xinfer"
+tp_gen() { XINFER_TP_TIMEOUT=10 "$TB" generate --model "$MODEL" --prompt 'Once upon a time' \
+    --max-tokens 32 --threads 1 --temperature 0 "$@" 2>"$WORK/tp.log"; }
+one=$(tp_gen -tp 1) || { cat "$WORK/tp.log"; fail "-tp 1 from the tarball"; }
+two=$(tp_gen -tp 2) || { cat "$WORK/tp.log"; fail "-tp 2 from the tarball"; }
+[ -n "$one" ] && [ "$one" = "$two" ] || fail "-tp 2 from the tarball: \"$two\", -tp 1: \"$one\""
+echo "   -tp 2 = -tp 1: $two"
 
 # ask_one PORT: a completion from the server on PORT (waits for it to load first)
 ask_one() {

@@ -17,10 +17,21 @@ out=$(cd "$out" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# stage ROOT UNIT_DIR: the installed tree (stripped binary, unit, default config, README).
+# The MPI plugin for -tp > 1, when it was built beside the binary: /usr/lib/xinfer/, where
+# the binary looks (../lib/xinfer from its folder). It needs OpenMPI 4's libmpi.so.40 only
+# when loaded, so the packages suggest OpenMPI rather than depend on it.
+plugin="$(dirname "$bin")/xinfer-mpi.so"
+[ -s "$plugin" ] || { plugin=""; echo "$0: $arch: no MPI plugin beside $bin: packaged without it" >&2; }
+
+# stage ROOT UNIT_DIR: the installed tree (stripped binary and plugin, unit, default config,
+# README).
 stage() {
     install -D -m 0755 "$bin" "$1/usr/bin/xinfer"
     "$strip" "$1/usr/bin/xinfer"
+    if [ -n "$plugin" ]; then
+        install -D -m 0644 "$plugin" "$1/usr/lib/xinfer/xinfer-mpi.so"
+        "$strip" --strip-unneeded "$1/usr/lib/xinfer/xinfer-mpi.so"
+    fi
     install -D -m 0644 "$here/xinfer.service" "$1$2/xinfer.service"
     install -D -m 0644 "$here/xinfer.yaml" "$1/etc/xinfer/xinfer.yaml"
     install -D -m 0644 "$here/../README.md" "$1/usr/share/doc/xinfer/README.md"
@@ -40,6 +51,7 @@ Maintainer: xinfer developers <xinfer@localhost>
 Installed-Size: $(du -sk --exclude=DEBIAN "$d" | cut -f1)
 Depends: libc6 (>= 2.28), passwd
 Recommends: libcurl4
+Suggests: openmpi-bin
 Section: net
 Priority: optional
 Description: LLM inference server for CPU edge nodes
@@ -54,6 +66,7 @@ r="$work/rpm"
 stage "$r/stage" /usr/lib/systemd/system
 rpmbuild -bb --quiet --target "$arch-linux" --define "_topdir $r/top" \
     --define "xi_version $version" --define "xi_arch $arch" --define "xi_stage $r/stage" \
+    --define "xi_mpi ${plugin:+1}" \
     "$here/xinfer.spec"
 cp "$r/top/RPMS/$arch/xinfer-$version-1.$arch.rpm" "$out/xinfer-$version.$arch.rpm"
 
@@ -62,6 +75,10 @@ name="xinfer-$version-linux-$arch"
 t="$work/tar/$name"
 install -D -m 0755 "$bin" "$t/bin/xinfer"
 "$strip" "$t/bin/xinfer"
+if [ -n "$plugin" ]; then
+    install -D -m 0644 "$plugin" "$t/lib/xinfer/xinfer-mpi.so"
+    "$strip" --strip-unneeded "$t/lib/xinfer/xinfer-mpi.so"
+fi
 install -m 0644 "$here/xinfer.service" "$here/xinfer.yaml" "$here/../README.md" "$t/"
 tar -C "$work/tar" --owner=0 --group=0 -czf "$out/$name.tar.gz" "$name"
 ls -l "$out/xinfer_${version}_${deb_arch}.deb" "$out/xinfer-$version.$arch.rpm" "$out/$name.tar.gz"

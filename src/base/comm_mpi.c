@@ -22,7 +22,9 @@ int xi_comm_mpi_world_size(void) {
     return 0;
 }
 
-/* XINFER_MPI_PLUGIN, else xinfer-mpi.so in the executable's folder. */
+/* XINFER_MPI_PLUGIN, else xinfer-mpi.so in the executable's folder (a build tree), else in
+ * ../lib/xinfer beside it (the packages: /usr/bin/xinfer, /usr/lib/xinfer/xinfer-mpi.so).
+ * buf gets the first that exists, or the last one tried. */
 static void plugin_path(char *buf, size_t n) {
     const char *env = getenv("XINFER_MPI_PLUGIN");
     if (env && *env) {
@@ -39,6 +41,8 @@ static void plugin_path(char *buf, size_t n) {
     char *slash = strrchr(exe, '/');
     if (slash) *slash = 0;
     snprintf(buf, n, "%s/xinfer-mpi.so", exe);
+    if (!access(buf, R_OK)) return;
+    snprintf(buf, n, "%s/../lib/xinfer/xinfer-mpi.so", exe);
 }
 
 xi_comm *xi_comm_mpi_open(int tp, char *err, size_t errlen) {
@@ -46,16 +50,18 @@ xi_comm *xi_comm_mpi_open(int tp, char *err, size_t errlen) {
     plugin_path(path, sizeof path);
     if (access(path, R_OK)) {
         xi_errf(err, errlen,
-                "-tp %d needs the MPI plugin %s, which is missing (it is built by make when "
-                "OpenMPI's development files are installed: apt-get install libopenmpi-dev "
-                "openmpi-bin; or set XINFER_MPI_PLUGIN)", tp, path);
+                "-tp %d needs the MPI plugin %s, which is missing (the packages carry it; from "
+                "source it is built by make when OpenMPI's development files are installed: "
+                "apt-get install libopenmpi-dev openmpi-bin; or set XINFER_MPI_PLUGIN)", tp, path);
         return NULL;
     }
     /* RTLD_GLOBAL: OpenMPI's own components dlopen later and need libmpi's symbols */
     void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
-        xi_errf(err, errlen, "-tp %d: cannot load the MPI plugin (is OpenMPI installed? apt-get "
-                "install openmpi-bin): %s", tp, dlerror());
+        xi_errf(err, errlen, "-tp %d: cannot load the MPI plugin (is OpenMPI 4 installed and its "
+                "libmpi.so.40 on the library path? Debian, UOS, Kylin: apt-get install "
+                "openmpi-bin; openEuler: dnf install openmpi, then module load mpi): %s", tp,
+                dlerror());
         return NULL;
     }
     open_fn f = (open_fn)(uintptr_t)dlsym(h, "xi_mpi_plugin_open");
