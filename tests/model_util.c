@@ -242,3 +242,61 @@ void tm_invariance(const char *kernels, const char *rel, xi_dtype kvt, const cha
     xi_kv_store_free(kv);
     xi_model_free(m);
 }
+
+float *tm_logits_all(xi_model *m, const int32_t *ids, int n) {
+    const xi_config *c = xi_model_config(m);
+    char err[256];
+    xi_kv_store *kv = xi_kv_store_new(c, 16, 16, XI_F32, err, sizeof err);
+    float *out = malloc(sizeof *out * (size_t)n * (size_t)c->vocab_size);
+    tm_seq seq;
+    tm_seq_init(&seq, 0, 16);
+    tm_seq *sp = &seq;
+    int rc = kv && out && n <= 256 ? tm_forward(m, kv, &sp, &ids, &n, 1, 1, out) : -1;
+    xi_kv_store_free(kv);
+    if (rc) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+char *tm_genmodel(const char *sub, const char *preset, const char *args) {
+    const char *tools = getenv("XINFER_TOOLS");
+    char *dir = xi_path_join(xi_test_tmpdir(), sub);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/genmodel --preset %s %s '%s' 2>&1", tools ? tools : "build/tools",
+             preset, args, dir);
+    char *out = NULL;
+    int rc = xi_test_run(cmd, &out);
+    if (rc != 0) {
+        fprintf(stderr, "    %s -> exit %d: %s\n", cmd, rc, out ? out : "");
+        free(dir);
+        dir = NULL;
+    }
+    free(out);
+    return dir;
+}
+
+void tm_gguf_copy_kv(xi_gguf_writer *w, const xi_gguf *g) {
+    for (int i = 0; i < xi_gguf_kv_count(g); i++) {
+        const xi_gguf_kv *kv = xi_gguf_kv_at(g, i);
+        if (kv->type == XI_GGUF_STR) {
+            xi_gguf_write_str(w, kv->key, kv->str);
+        } else if (kv->type == XI_GGUF_ARR && kv->arr_type == XI_GGUF_STR) {
+            const char **v = calloc(kv->n + 1, sizeof *v);
+            uint32_t *lens = calloc(kv->n + 1, sizeof *lens);
+            for (uint64_t k = 0; k < kv->n; k++) {
+                uint64_t len = 0;
+                v[k] = xi_gguf_arr_str(kv, k, &len);
+                lens[k] = (uint32_t)len;
+            }
+            xi_gguf_write_arr_str(w, kv->key, kv->n, v, lens);
+            free(v);
+            free(lens);
+        } else if (kv->type == XI_GGUF_ARR) {
+            xi_gguf_write_arr(w, kv->key, kv->arr_type, kv->n, kv->data);
+        } else {
+            xi_gguf_write_scalar(w, kv->key, kv->type, kv->data);
+        }
+    }
+}

@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "kernels/kernels.h"
+#include "model/gguf.h"
 #include "model/model.h"
 
 /* Load a model folder from the shared data with fp32 activations (as the references). */
@@ -33,6 +34,18 @@ int tm_forward(xi_model *m, xi_kv_store *kv, tm_seq **seqs, const int32_t *const
 int32_t tm_argmax(const float *x, int n);
 
 json_t *tm_load_json(const char *rel);
+
+/* One batch of n <= 256 ids from position 0; the logits of every row (heap, [n][vocab]), NULL
+ * on failure. */
+float *tm_logits_all(xi_model *m, const int32_t *ids, int n);
+
+/* Run build/tools/genmodel (or $XINFER_TOOLS/genmodel) --preset `preset` with `args` into
+ * tmpdir/sub; returns that path (heap) or NULL with genmodel's output on stderr. */
+char *tm_genmodel(const char *sub, const char *preset, const char *args);
+
+/* Every metadata key of g written to w as it is (for copies of a GGUF file with some tensors
+ * changed). */
+void tm_gguf_copy_kv(xi_gguf_writer *w, const xi_gguf *g);
 
 /* Every kernel variant this CPU runs must reproduce the references. */
 #define TM_FOR_EACH_VARIANT(fn, ...)                                                  \

@@ -13,26 +13,7 @@
 #include "model_util.h"
 #include "test.h"
 
-/* Run build/tools/genmodel --preset `preset` with `args` into tmpdir/sub; returns the folder
- * (heap) or NULL. */
-static char *genmodel_preset(const char *sub, const char *preset, const char *args) {
-    const char *tools = getenv("XINFER_TOOLS");
-    char *dir = xi_path_join(xi_test_tmpdir(), sub);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/genmodel --preset %s %s '%s' 2>&1", tools ? tools : "build/tools",
-             preset, args, dir);
-    char *out = NULL;
-    int rc = xi_test_run(cmd, &out);
-    if (rc != 0) {
-        fprintf(stderr, "    %s -> exit %d: %s\n", cmd, rc, out ? out : "");
-        free(dir);
-        dir = NULL;
-    }
-    free(out);
-    return dir;
-}
-
-static char *genmodel(const char *sub, const char *args) { return genmodel_preset(sub, "tiny", args); }
+static char *genmodel(const char *sub, const char *args) { return tm_genmodel(sub, "tiny", args); }
 
 /* genmodel, then open the folder; NULL (with the reason on stderr) when either fails. */
 static xi_st_set *gen_open(const char *sub, const char *args, char **dir_out) {
@@ -425,7 +406,7 @@ static void awq_moe_vs_dequantized(const char *kernels, const char *qdir, const 
 }
 
 TEST(test_genmodel_awq_moe_matches_its_dequantized_weights) {
-    char *qdir = genmodel_preset("moe-awq", "tiny-moe", "--awq --group-size 32 --seed 11");
+    char *qdir = tm_genmodel("moe-awq", "tiny-moe", "--awq --group-size 32 --seed 11");
     CHECK(qdir);
     char err[512] = "";
     xi_st_set *s = xi_st_open_dir(qdir, err, sizeof err);
@@ -644,10 +625,10 @@ TEST(test_genmodel_gguf_gives_the_folders_logits_and_tokenizer) {
         char sub[64], args[128];
         snprintf(sub, sizeof sub, "g-%s-%s", cases[c][0], cases[c][1]);
         snprintf(args, sizeof args, "--dtype %s --seed 5", cases[c][1]);
-        char *dir = genmodel_preset(sub, cases[c][0], args);
+        char *dir = tm_genmodel(sub, cases[c][0], args);
         strcat(sub, ".gguf");
         snprintf(args, sizeof args, "--gguf %s --seed 5", cases[c][1]);
-        char *gguf = genmodel_preset(sub, cases[c][0], args);
+        char *gguf = tm_genmodel(sub, cases[c][0], args);
         CHECK(dir && gguf);
         double range, d = logit_diff(gguf, dir, cases[c][2], &range);
         printf("  %s %s: GGUF vs folder logits differ by %.3g (range %.3g)\n", cases[c][0], cases[c][1], d, range);
@@ -686,7 +667,7 @@ TEST(test_genmodel_gguf_gives_the_folders_logits_and_tokenizer) {
         CHECK(!xi_test_failed());
     }
     /* Q8_0 (xinfer's quantization of the f32 values): near the f32 folder, not equal */
-    char *q8 = genmodel_preset("g-tiny-q8.gguf", "tiny", "--gguf Q8_0 --seed 5");
+    char *q8 = tm_genmodel("g-tiny-q8.gguf", "tiny", "--gguf Q8_0 --seed 5");
     CHECK(q8);
     double range, d = logit_diff(q8, f32_dir, "float32", &range);
     printf("  tiny q8_0: GGUF vs f32 folder logits differ by %.3g (range %.3g)\n", d, range);

@@ -17,24 +17,6 @@
 #include "test.h"
 #include "xinfer.h"
 
-/* One batch of ids; the logits of every row into out (heap, [n][vocab]). */
-static float *all_logits(xi_model *m, const int32_t *ids, int n) {
-    const xi_config *c = xi_model_config(m);
-    char err[256];
-    xi_kv_store *kv = xi_kv_store_new(c, 16, 16, XI_F32, err, sizeof err);
-    float *out = malloc(sizeof *out * (size_t)n * (size_t)c->vocab_size);
-    tm_seq seq;
-    tm_seq_init(&seq, 0, 16);
-    tm_seq *sp = &seq;
-    int rc = kv && out ? tm_forward(m, kv, &sp, &ids, &n, 1, 1, out) : -1;
-    xi_kv_store_free(kv);
-    if (rc) {
-        free(out);
-        return NULL;
-    }
-    return out;
-}
-
 /* The ids of a JSON array followed by those of more (may be NULL); count in *n. */
 static int32_t *ids_of(json_t *a, json_t *more, int *n) {
     int na = (int)json_array_size(a), nm = (int)json_array_size(more);
@@ -64,7 +46,7 @@ static void near_llama_cpp(const char *model_rel, const char *ref_rel, double to
         json_t *margin = json_object_get(seq, "greedy_16_step_margin_top1_minus_top2");
         int n, np = (int)json_array_size(json_object_get(seq, "ids"));
         int32_t *ids = ids_of(json_object_get(seq, "ids"), greedy, &n);
-        float *l = all_logits(m, ids, n);
+        float *l = tm_logits_all(m, ids, n);
         CHECK(l && np > 0 && json_array_size(greedy) == 16);
         const float *last = l + (size_t)(np - 1) * (size_t)V;
         json_t *first = json_object_get(seq, "last_first64"), *top = json_object_get(seq, "last_top50");
@@ -136,7 +118,7 @@ static void same_as_folder(const char *gguf_rel, const char *folder_rel, const c
     json_array_foreach(seqs, s, seq) {
         int n;
         int32_t *ids = ids_of(json_object_get(seq, "ids"), NULL, &n);
-        float *la = all_logits(a, ids, n), *lb = all_logits(b, ids, n);
+        float *la = tm_logits_all(a, ids, n), *lb = tm_logits_all(b, ids, n);
         CHECK(la && lb);
         for (size_t i = 0; i < (size_t)n * (size_t)V; i++) worst = fmax(worst, fabs(la[i] - lb[i]));
         free(la);
@@ -169,7 +151,7 @@ TEST(test_gguf_model_stories260k_gives_llama2c_greedy_ids) {
     for (size_t s = 0; s < 3; s++) {
         int n, np = (int)json_array_size(json_object_get(json_array_get(seqs, s), "ids"));
         int32_t *ids = ids_of(json_object_get(json_array_get(seqs, s), "ids"), json_array_get(greedy, s), &n);
-        float *l = all_logits(m, ids, n);
+        float *l = tm_logits_all(m, ids, n);
         CHECK(l);
         for (int k = np; k < n; k++, checked++)
             CHECKF(tm_argmax(l + (size_t)(k - 1) * (size_t)V, V) == ids[k], "prompt %zu step %d", s, k - np);
@@ -260,27 +242,7 @@ static char *requantize_q8_0(const char *rel, const char *out_name) {
     free(src);
     if (!g) return NULL;
     xi_gguf_writer *w = xi_gguf_writer_new(0);
-    for (int i = 0; i < xi_gguf_kv_count(g); i++) {
-        const xi_gguf_kv *kv = xi_gguf_kv_at(g, i);
-        if (kv->type == XI_GGUF_STR) {
-            xi_gguf_write_str(w, kv->key, kv->str);
-        } else if (kv->type == XI_GGUF_ARR && kv->arr_type == XI_GGUF_STR) {
-            const char **v = calloc(kv->n + 1, sizeof *v);
-            uint32_t *lens = calloc(kv->n + 1, sizeof *lens);
-            for (uint64_t k = 0; k < kv->n; k++) {
-                uint64_t len = 0;
-                v[k] = xi_gguf_arr_str(kv, k, &len);
-                lens[k] = (uint32_t)len;
-            }
-            xi_gguf_write_arr_str(w, kv->key, kv->n, v, lens);
-            free(v);
-            free(lens);
-        } else if (kv->type == XI_GGUF_ARR) {
-            xi_gguf_write_arr(w, kv->key, kv->arr_type, kv->n, kv->data);
-        } else {
-            xi_gguf_write_scalar(w, kv->key, kv->type, kv->data);
-        }
-    }
+    tm_gguf_copy_kv(w, g);
     float **bufs = calloc((size_t)xi_gguf_tensor_count(g), sizeof *bufs);
     for (int i = 0; i < xi_gguf_tensor_count(g); i++) {
         const xi_gguf_tensor *t = xi_gguf_tensor_at(g, i);
@@ -316,7 +278,7 @@ TEST(test_gguf_model_qwen3moe_q8_0_experts_run_the_integer_path) {
     CHECK(!strcmp(xi_model_quantization(a), "gguf"));
     const int32_t ids[] = {1, 40, 71, 200, 13, 99, 4, 150, 31, 7};
     const int n = (int)XI_ARRAY_LEN(ids), V = xi_model_config(a)->vocab_size;
-    float *la = all_logits(a, ids, n), *lb = all_logits(b, ids, n);
+    float *la = tm_logits_all(a, ids, n), *lb = tm_logits_all(b, ids, n);
     CHECK(la && lb);
     double worst = 0, range = 0;
     int differ = 0;
@@ -351,7 +313,7 @@ TEST(test_gguf_model_quantized_is_bitwise_invariant) {
     xi_model *a = tm_load(path, NULL, NULL, 1), *b = tm_load(path, NULL, NULL, 2);
     CHECK(a && b);
     const int32_t ids[] = {1, 403, 407, 261, 378, 20, 300, 17, 99, 4, 250, 311};
-    float *la = all_logits(a, ids, 12), *lb = all_logits(b, ids, 12);
+    float *la = tm_logits_all(a, ids, 12), *lb = tm_logits_all(b, ids, 12);
     CHECK(la && lb);
     CHECK(!memcmp(la, lb, sizeof *la * 12 * (size_t)xi_model_config(a)->vocab_size));
     free(la);

@@ -1,7 +1,7 @@
 /* genmodel: write a Hugging Face model folder with real shapes and deterministic random weights.
  *
  *   genmodel --preset qwen2.5-0.5b|qwen2.5-1.5b|qwen2.5-3b|qwen2.5-7b|llama-3.1-8b|qwen3-0.6b|
- *                     qwen3-8b|qwen3-30b-a3b|tiny|tiny-moe
+ *                     qwen3-8b|qwen3-30b-a3b|tiny|tiny-moe|tiny-llama
  *            [--dtype f32|f16|bf16] [--awq [--group-size 128]] [--layers N] [--seed S]
  *            [--tokenizer DIR] [--max-shard-mb MB] OUT_DIR
  *   genmodel --preset NAME --gguf f32|f16|bf16|q8_0 [--layers N] [--seed S] [--tokenizer DIR] OUT.gguf
@@ -46,21 +46,39 @@ typedef struct preset {
     double rms_eps;
     int bias, qk_norm;      /* q/k/v bias (Qwen2), per-head q/k RMSNorm (Qwen3) */
     int experts, top_k, moe_inter; /* Qwen3-MoE: every layer a mixture (0: dense) */
+    const char *tokenizer;  /* the default tokenizer folder in the shared data (NULL: none); Qwen3's
+                               is Qwen2.5's plus <think>, </think> and the tool-response tokens */
+    int bos, eos[3];        /* Llama's token ids (eos[k] 0: none); Qwen's follow from qwen */
+    struct { double factor, low, high; int orig; } llama3; /* rope_scaling llama3 (factor 0: none) */
 } preset;
 
 /* Shapes from the public config.json files (see shared/reference/model-configs.md). */
 static const preset presets[] = {
-    {"qwen2.5-0.5b", "Qwen2ForCausalLM", 2, 896, 4864, 24, 14, 2, 64, 151936, 1, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0},
-    {"qwen2.5-1.5b", "Qwen2ForCausalLM", 2, 1536, 8960, 28, 12, 2, 128, 151936, 1, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0},
-    {"qwen2.5-3b", "Qwen2ForCausalLM", 2, 2048, 11008, 36, 16, 2, 128, 151936, 1, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0},
-    {"qwen2.5-7b", "Qwen2ForCausalLM", 2, 3584, 18944, 28, 28, 4, 128, 152064, 0, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0},
-    {"llama-3.1-8b", "LlamaForCausalLM", 0, 4096, 14336, 32, 32, 8, 128, 128256, 0, 5e5, 131072, 1e-5, 0, 0, 0, 0, 0},
-    {"qwen3-0.6b", "Qwen3ForCausalLM", 3, 1024, 3072, 28, 16, 8, 128, 151936, 1, 1e6, 40960, 1e-6, 0, 1, 0, 0, 0},
-    {"qwen3-8b", "Qwen3ForCausalLM", 3, 4096, 12288, 36, 32, 8, 128, 151936, 0, 1e6, 40960, 1e-6, 0, 1, 0, 0, 0},
-    {"qwen3-30b-a3b", "Qwen3MoeForCausalLM", 3, 2048, 6144, 48, 32, 4, 128, 151936, 0, 1e6, 40960, 1e-6, 0, 1, 128, 8, 768},
+    {"qwen2.5-0.5b", "Qwen2ForCausalLM", 2, 896, 4864, 24, 14, 2, 64, 151936, 1, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0,
+     "tokenizers/qwen2.5", 0, {0}, {0, 0, 0, 0}},
+    {"qwen2.5-1.5b", "Qwen2ForCausalLM", 2, 1536, 8960, 28, 12, 2, 128, 151936, 1, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0,
+     "tokenizers/qwen2.5", 0, {0}, {0, 0, 0, 0}},
+    {"qwen2.5-3b", "Qwen2ForCausalLM", 2, 2048, 11008, 36, 16, 2, 128, 151936, 1, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0,
+     "tokenizers/qwen2.5", 0, {0}, {0, 0, 0, 0}},
+    {"qwen2.5-7b", "Qwen2ForCausalLM", 2, 3584, 18944, 28, 28, 4, 128, 152064, 0, 1e6, 32768, 1e-6, 1, 0, 0, 0, 0,
+     "tokenizers/qwen2.5", 0, {0}, {0, 0, 0, 0}},
+    {"llama-3.1-8b", "LlamaForCausalLM", 0, 4096, 14336, 32, 32, 8, 128, 128256, 0, 5e5, 131072, 1e-5, 0, 0, 0, 0, 0,
+     NULL, 128000, {128001, 128008, 128009}, {8.0, 1.0, 4.0, 8192}},
+    {"qwen3-0.6b", "Qwen3ForCausalLM", 3, 1024, 3072, 28, 16, 8, 128, 151936, 1, 1e6, 40960, 1e-6, 0, 1, 0, 0, 0,
+     "models/qwen3-tiny-random", 0, {0}, {0, 0, 0, 0}},
+    {"qwen3-8b", "Qwen3ForCausalLM", 3, 4096, 12288, 36, 32, 8, 128, 151936, 0, 1e6, 40960, 1e-6, 0, 1, 0, 0, 0,
+     "models/qwen3-tiny-random", 0, {0}, {0, 0, 0, 0}},
+    {"qwen3-30b-a3b", "Qwen3MoeForCausalLM", 3, 2048, 6144, 48, 32, 4, 128, 151936, 0, 1e6, 40960, 1e-6, 0, 1, 128, 8, 768,
+     "models/qwen3-tiny-random", 0, {0}, {0, 0, 0, 0}},
     /* Small enough for unit tests; the real vocabulary so the Qwen tokenizer fits. */
-    {"tiny", "Qwen2ForCausalLM", 2, 64, 128, 2, 4, 2, 16, 151936, 1, 1e6, 4096, 1e-6, 1, 0, 0, 0, 0},
-    {"tiny-moe", "Qwen3MoeForCausalLM", 3, 64, 128, 2, 4, 2, 32, 151936, 1, 1e6, 4096, 1e-6, 0, 1, 8, 2, 32},
+    {"tiny", "Qwen2ForCausalLM", 2, 64, 128, 2, 4, 2, 16, 151936, 1, 1e6, 4096, 1e-6, 1, 0, 0, 0, 0,
+     "tokenizers/qwen2.5", 0, {0}, {0, 0, 0, 0}},
+    {"tiny-moe", "Qwen3MoeForCausalLM", 3, 64, 128, 2, 4, 2, 32, 151936, 1, 1e6, 4096, 1e-6, 0, 1, 8, 2, 32,
+     "models/qwen3-tiny-random", 0, {0}, {0, 0, 0, 0}},
+    /* Llama 3 small enough for unit tests, with stories260K's 512-token vocabulary; a short
+     * original context so that llama3 scaling moves most of its 8 rotary frequencies. */
+    {"tiny-llama", "LlamaForCausalLM", 0, 64, 128, 2, 4, 2, 16, 512, 0, 1e4, 512, 1e-5, 0, 0, 0, 0, 0,
+     "gguf/llama256-random-hf", 1, {2}, {8.0, 1.0, 4.0, 64}},
 };
 
 typedef struct opts {
@@ -428,10 +446,11 @@ static uint32_t gg_file_type(int t) {
     return t == XI_GGML_F32 ? 0 : t == XI_GGML_F16 ? 1 : t == XI_GGML_Q8_0 ? 7 : 32;
 }
 
-/* Llama 3's frequency-dependent RoPE scaling as llama.cpp's rope_freqs factors (the
- * config.json rope_scaling of write_configs: factor 8, low 1, high 4, 8192 positions). */
+/* Llama 3's frequency-dependent RoPE scaling as llama.cpp's rope_freqs factors (the preset's
+ * rope_scaling that write_configs puts in config.json). */
 static void llama3_rope_factors(const preset *p, float *out) {
-    const double factor = 8.0, lo = 1.0, hi = 4.0, old = 8192.0, pi = 3.14159265358979323846;
+    const double factor = p->llama3.factor, lo = p->llama3.low, hi = p->llama3.high,
+                 old = p->llama3.orig, pi = 3.14159265358979323846;
     for (int i = 0; i < p->head_dim / 2; i++) {
         double freq = 1.0 / pow(p->rope_theta, 2.0 * i / p->head_dim), wavelen = 2 * pi / freq;
         if (wavelen < old / hi) out[i] = 1.0f;
@@ -506,7 +525,7 @@ static int gg_plan(const plan *pl, const opts *o, gg_tensor **out, int *n_out) {
         if (!p->qwen && (role == XI_T_ATTN_Q || role == XI_T_ATTN_K))
             g->perm_heads = role == XI_T_ATTN_Q ? p->heads : p->kv_heads;
     }
-    if (!p->qwen) {
+    if (p->llama3.factor > 0) {
         gg_tensor *g = &t[n++];
         *g = (gg_tensor){.type = XI_GGML_F32, .n_dims = 1, .ne = {p->head_dim / 2, 1, 1}, .first = -1};
         snprintf(g->name, sizeof g->name, "rope_freqs.weight");
@@ -616,7 +635,7 @@ static int gg_metadata(xi_gguf_writer *w, const opts *o, const char *tok_dir) {
     xi_tokenizer *t = xi_tokenizer_load(tok_dir, err, sizeof err);
     /* Qwen: BOS is <|endoftext|> (config.json), EOS <|im_end|>, padding <|endoftext|> */
     xi_tokenizer_gguf_opts to = {.pre = p->qwen ? "qwen2" : "llama-bpe", .n_vocab = p->vocab,
-                                 .bos = p->qwen ? 151643 : 128000, .eos = p->qwen ? 151645 : -1,
+                                 .bos = p->qwen ? 151643 : p->bos, .eos = p->qwen ? 151645 : -1,
                                  .pad = p->qwen ? 151643 : -1};
     if (!t || xi_tokenizer_write_gguf(w, t, &to, err, sizeof err)) {
         fprintf(stderr, "genmodel: %s: %s\n", tok_dir, err);
@@ -667,10 +686,17 @@ static int dump_json(json_t *j, const opts *o, const char *file) {
     return rc ? -1 : 0;
 }
 
+/* A Llama preset's eos ids as a JSON list (new reference). */
+static json_t *llama_eos(const preset *p) {
+    json_t *a = json_array();
+    for (int k = 0; k < 3 && p->eos[k]; k++) json_array_append_new(a, json_integer(p->eos[k]));
+    return a;
+}
+
 static int write_configs(const opts *o) {
     const preset *p = o->p;
-    json_t *eos = p->qwen ? json_integer(151645) : json_pack("[i,i,i]", 128001, 128008, 128009);
-    int bos = p->qwen ? 151643 : 128000;
+    json_t *eos = p->qwen ? json_integer(151645) : llama_eos(p);
+    int bos = p->qwen ? 151643 : p->bos;
     json_t *c = json_pack(
         "{s:[s], s:s, s:b, s:f, s:i, s:o, s:s, s:i, s:i, s:f, s:i, s:i, s:i, s:i, s:i, s:f, s:f, "
         "s:b, s:s, s:b, s:i}",
@@ -699,9 +725,12 @@ static int write_configs(const opts *o) {
     } else {
         json_object_set_new(c, "mlp_bias", json_false());
         json_object_set_new(c, "rope_scaling",
-                            json_pack("{s:f, s:f, s:f, s:i, s:s}", "factor", 8.0, "low_freq_factor", 1.0,
-                                      "high_freq_factor", 4.0, "original_max_position_embeddings",
-                                      8192, "rope_type", "llama3"));
+                            p->llama3.factor > 0
+                                ? json_pack("{s:f, s:f, s:f, s:i, s:s}", "factor", p->llama3.factor,
+                                            "low_freq_factor", p->llama3.low, "high_freq_factor",
+                                            p->llama3.high, "original_max_position_embeddings",
+                                            p->llama3.orig, "rope_type", "llama3")
+                                : json_null());
     }
     if (o->awq)
         json_object_set_new(c, "quantization_config",
@@ -716,8 +745,8 @@ static int write_configs(const opts *o) {
                                     "do_sample", 1, "eos_token_id", 151645, 151643, "pad_token_id",
                                     151643, "repetition_penalty", 1.1, "temperature", 0.7, "top_k",
                                     20, "top_p", 0.8)
-                        : json_pack("{s:i, s:b, s:[i,i,i], s:f, s:f}", "bos_token_id", bos,
-                                    "do_sample", 1, "eos_token_id", 128001, 128008, 128009,
+                        : json_pack("{s:i, s:b, s:o, s:f, s:f}", "bos_token_id", bos,
+                                    "do_sample", 1, "eos_token_id", llama_eos(p),
                                     "temperature", 0.6, "top_p", 0.9);
     return g ? dump_json(g, o, "generation_config.json") : -1;
 }
@@ -764,7 +793,7 @@ static void usage(FILE *f) {
                "presets:");
     for (size_t i = 0; i < XI_ARRAY_LEN(presets); i++) fprintf(f, " %s", presets[i].name);
     fprintf(f, "\ndefaults: --dtype bf16 (f16 with --awq), --group-size 128, --seed 0, all layers,\n"
-               "          --max-shard-mb 2000, the Qwen2.5 / Qwen3 tokenizer of the shared data for qwen presets\n");
+               "          --max-shard-mb 2000, the shared data's tokenizer for the qwen and tiny presets\n");
 }
 
 /* The whole string must be a number in [lo, hi]; decimal or 0x hex. */
@@ -876,7 +905,7 @@ static int parse_args(opts *o, int argc, char **argv) {
 
 /* The shared data folder: $XINFER_TEST_DATA, else ../shared/data from the working directory
  * (the repository root), else from the binary (build/tools/genmodel). NULL when none exists. */
-static char *default_qwen_tokenizer(const char *rel) {
+static char *default_tokenizer(const char *rel) {
     const char *env = getenv("XINFER_TEST_DATA");
     char exe[4096] = "";
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -931,10 +960,7 @@ int main(int argc, char **argv) {
         params += (uint64_t)pl.u[i].rows * (uint64_t)(pl.u[i].cols ? pl.u[i].cols : 1);
     }
     const char *tok = o.tokenizer;
-    /* Qwen3's tokenizer is Qwen2.5's plus <think>, </think> and the tool-response tokens */
-    char *dflt = o.p->qwen && !tok ? default_qwen_tokenizer(o.p->qwen == 3 ? "models/qwen3-tiny-random"
-                                                                            : "tokenizers/qwen2.5")
-                                   : NULL;
+    char *dflt = o.p->tokenizer && !tok ? default_tokenizer(o.p->tokenizer) : NULL;
     if (dflt) tok = dflt;
     scratch sc = {malloc(CHUNK * sizeof(float)), malloc(CHUNK * 4), xi_pool_new(0)};
     json_t *wmap = json_object();

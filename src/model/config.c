@@ -290,6 +290,8 @@ out:
 void xi_config_free(xi_config *c) {
     free(c->layer);
     c->layer = NULL;
+    free(c->rope_freq_factors);
+    c->rope_freq_factors = NULL;
     for (int i = 0; i < c->n_modules_to_not_convert; i++) free(c->modules_to_not_convert[i]);
     free(c->modules_to_not_convert);
     c->modules_to_not_convert = NULL;

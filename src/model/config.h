@@ -23,6 +23,8 @@ typedef struct xi_config {
     xi_rope_type rope_type;
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max_pos;
+    float *rope_freq_factors;   /* [head_dim/2] owned, or NULL: each rotary frequency divided by
+                                   its factor before the scaling above (a GGUF's rope_freqs) */
     double yarn_beta_fast, yarn_beta_slow, yarn_mscale, yarn_mscale_all_dim;
     int tie_word_embeddings;
     int attention_bias;         /* q/k/v bias (Qwen2) */

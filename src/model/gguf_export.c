@@ -63,9 +63,13 @@ static int read_hparams(const xi_gguf *g, hp *h, char *err, size_t errlen) {
     if (xi_gguf_get_f64(g, k, &h->theta)) h->theta = 10000.0;
     snprintf(k, sizeof k, "%s.rope.scaling.type", h->arch);
     const char *scaling = xi_gguf_get_str(g, k);
-    if ((scaling && strcmp(scaling, "none")) || xi_gguf_find_tensor(g, "rope_freqs.weight"))
-        return xi_errf(err, errlen, "RoPE scaling (%s) is not supported here",
-                       scaling ? scaling : "rope_freqs.weight");
+    if (scaling && strcmp(scaling, "none"))
+        return xi_errf(err, errlen, "key %s: RoPE scaling '%s' is not supported here", k, scaling);
+    /* Llama 3's factors, one per frequency: config.json has no field for them (its rope_scaling
+     * holds the parameters they were computed from, which the file does not keep). */
+    if (xi_gguf_find_tensor(g, "rope_freqs.weight"))
+        return xi_errf(err, errlen, "tensor rope_freqs.weight: per-frequency RoPE factors have no "
+                                    "config.json form (xinfer serves the GGUF file itself)");
     const xi_gguf_tensor *emb = xi_gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->n_dims != 2 || emb->ne[0] != h->hidden)
         return xi_errf(err, errlen, "tensor token_embd.weight: missing or not [%lld, vocab]",

@@ -8,11 +8,14 @@
  *   <arch>.context_length, rope.freq_base,                       max_position_embeddings,
  *   attention.layer_norm_rms_epsilon                             rope_theta, rms_norm_eps
  *   <arch>.rope.scaling.{type,factor,original_context_length}    rope_scaling (linear, yarn)
+ *   tensor rope_freqs.weight [head_dim / 2] f32                  (xi_config.rope_freq_factors:
+ *                                                                Llama 3's rope_scaling)
  *   token_embd ne[1], output.weight absent                       vocab_size, tie_word_embeddings
  *   tokenizer.ggml.{bos,eos,eot}_token_id                        bos_token_id, eos_token_id
  * and whatever the family's gguf_config hook adds. */
 #include "model/gguf_model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +48,6 @@ static int rope_scaling(json_t *cfg, const xi_gguf *g, const char *arch, char *e
     char k[160];
     snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
     const char *type = xi_gguf_get_str(g, k);
-    if (xi_gguf_find_tensor(g, "rope_freqs.weight"))
-        return xi_errf(err, errlen, "tensor rope_freqs.weight: per-frequency RoPE factors are "
-                                    "not supported");
     if (!type || !strcmp(type, "none")) return 0;
     if (strcmp(type, "linear") && strcmp(type, "yarn"))
         return xi_errf(err, errlen, "key %s: RoPE scaling '%s' is not supported (linear, yarn are)",
@@ -60,6 +60,31 @@ static int rope_scaling(json_t *cfg, const xi_gguf *g, const char *arch, char *e
         return -1;
     }
     json_object_set_new(cfg, "rope_scaling", rs);
+    return 0;
+}
+
+/* rope_freqs.weight, when present: head_dim/2 F32 divisors of the rotary frequencies, which
+ * llama.cpp's converter writes for Llama 3's rope_scaling (then left out of the metadata). */
+static int rope_freq_factors(xi_config *c, const xi_gguf *g, char *err, size_t errlen) {
+    const xi_gguf_tensor *t = xi_gguf_find_tensor(g, "rope_freqs.weight");
+    if (!t) return 0;
+    const int half = c->head_dim / 2;
+    int64_t n = 1;
+    for (int d = 0; d < t->n_dims; d++) n *= t->ne[d];
+    if (t->type->id != XI_GGML_F32 || n != half)
+        return xi_errf(err, errlen, "tensor rope_freqs.weight: expected %d f32 values (head_dim / "
+                                    "2), found %lld of type %s", half, (long long)n, t->type->name);
+    float *f = xi_calloc((size_t)half, sizeof *f);
+    if (!f) return xi_errf(err, errlen, "out of memory");
+    memcpy(f, t->data, (size_t)half * sizeof *f); /* the file's alignment need not be a float's */
+    for (int i = 0; i < half; i++)
+        if (!(isfinite(f[i]) && f[i] > 0)) {
+            int rc = xi_errf(err, errlen, "tensor rope_freqs.weight: value %d is %g (factors must be "
+                                          "finite and > 0)", i, (double)f[i]);
+            free(f);
+            return rc;
+        }
+    c->rope_freq_factors = f;
     return 0;
 }
 
@@ -131,6 +156,10 @@ int xi_config_load_gguf(xi_config *c, const xi_gguf *g, const char *path, char *
     }
     int rc = xi_config_parse(c, j, path, NULL, err, errlen);
     json_decref(j);
+    if (!rc && (rc = rope_freq_factors(c, g, err, errlen))) {
+        xi_config_free(c);
+        xi_err_prefix(err, errlen, "%s", path);
+    }
     return rc;
 }
 

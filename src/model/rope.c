@@ -1,5 +1,7 @@
 /* model/rope: rotary frequencies, with the rope_scaling variants Hugging Face defines
- * (default, linear, llama3 for Llama-3.1/3.2, yarn for Qwen2.5 beyond 32K). */
+ * (default, linear, llama3 for Llama-3.1/3.2, yarn for Qwen2.5 beyond 32K) and per-frequency
+ * factors given as values (what a GGUF file stores as rope_freqs for Llama 3 instead of its
+ * rope_scaling: the llama3 ramp precomputed, as llama.cpp applies it). */
 #include <math.h>
 
 #include "model/model_internal.h"
@@ -18,6 +20,8 @@ void xi_rope_frequencies(const xi_config *c, double *inv_freq, double *mscale) {
     const double base = c->rope_theta, factor = c->rope_factor;
     *mscale = 1.0;
     for (int i = 0; i < half; i++) inv_freq[i] = 1.0 / pow(base, (2.0 * i) / dim);
+    if (c->rope_freq_factors)
+        for (int i = 0; i < half; i++) inv_freq[i] /= c->rope_freq_factors[i];
     switch (c->rope_type) {
     case XI_ROPE_NONE: break;
     case XI_ROPE_LINEAR:
