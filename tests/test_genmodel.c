@@ -527,7 +527,7 @@ static void awq_experts_on_first_use(const char *kernels, const char *dir) {
 }
 
 TEST(test_genmodel_awq_moe_experts_are_repacked_on_first_use_under_mmap) {
-    char *dir = genmodel_preset("moe-awq-lazy", "tiny-moe", "--awq --group-size 32 --seed 12");
+    char *dir = tm_genmodel("moe-awq-lazy", "tiny-moe", "--awq --group-size 32 --seed 12");
     CHECK(dir);
     TM_FOR_EACH_VARIANT_IN(3, awq_experts_on_first_use, dir);
     free(dir);
