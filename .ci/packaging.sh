@@ -33,8 +33,15 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # The release builds reuse the objects of build/ and build-arm64/ (the same compiler flags;
 # only build_info.o and the link differ), so `make dist` compiles little.
-[ -d build ] && [ ! -d build-static ] && cp -a build build-static
-[ -d build-arm64 ] && [ ! -d build-static-arm64 ] && cp -a build-arm64 build-static-arm64
+# The copies' dependency files must name their own objects, or a later header change would
+# not rebuild them.
+copy_build() { # FROM TO
+    [ -d "$1" ] && [ ! -d "$2" ] || return 0
+    cp -a "$1" "$2"
+    find "$2" -name '*.d' -exec sed -i "s#^$1/#$2/#" {} +
+}
+copy_build build build-static
+copy_build build-arm64 build-static-arm64
 # The arm64 MPI plugin is linked against Debian's arm64 OpenMPI, extracted (not installed).
 OMPI_ARM64="$CACHE/openmpi-arm64"
 if [ ! -s "$OMPI_ARM64/usr/lib/aarch64-linux-gnu/libmpi.so.40" ]; then
@@ -171,7 +178,71 @@ gone=$(comm -23 "$WORK/before" "$WORK/after" | tr '\n' ' ')
 [ -z "$gone" ] || fail "dpkg -r removed files it did not install: $gone"
 chroot "$R" getent passwd xinfer >/dev/null && fail "dpkg -r left the xinfer user"
 echo "   dpkg -r left only: $left"
+
+# ---- the x86_64 .rpm with its scriptlets, in the same Debian root ---------------------------
+# rpm --root runs %pre/%post/%postun chrooted, with the root's sh, useradd and groupadd: the
+# service user, its home and the configuration's group are made and undone as on openEuler.
+echo "== x86_64 .rpm with its scriptlets in the Debian root (rpm -i --root --nodeps)"
+rpm_in_r() { rpm --root "$R" --dbpath /var/lib/rpm --nodeps "$@" 2>&1 | grep -v '^rpm: ' || true; }
+rm -rf "$R/etc/xinfer" # what the .deb left
+tree >"$WORK/before-rpm"
+rpm_in_r -i "dist/xinfer-$VERSION.x86_64.rpm" | grep -v '^xinfer: set the model' || true
+chroot "$R" getent passwd xinfer | grep -q ':/var/lib/xinfer:/sbin/nologin$' || fail "rpm %pre made no xinfer user"
+[ "$(chroot "$R" stat -c '%U:%G %a' /var/lib/xinfer)" = "xinfer:xinfer 750" ] || fail "rpm %post: /var/lib/xinfer"
+[ "$(chroot "$R" stat -c '%G %a' /etc/xinfer/xinfer.yaml)" = "xinfer 640" ] || fail "rpm %post: xinfer.yaml mode"
+[ -f "$R/usr/lib/xinfer/xinfer-mpi.so" ] || fail "rpm -i installed no MPI plugin"
+cp -r "$MODEL" "$R/var/lib/xinfer/stories"
+chroot "$R" chown -R xinfer:xinfer /var/lib/xinfer/stories
+PORT=$(free_port)
+printf 'model: /var/lib/xinfer/stories\nserved-model-name: [stories]\nhost: 127.0.0.1\nport: %s\nthreads: 1\n' \
+    "$PORT" >"$R/etc/xinfer/xinfer.yaml"
+chroot --userspec=xinfer:xinfer "$R" /usr/bin/xinfer serve --config /etc/xinfer/xinfer.yaml \
+    >"$WORK/rpm-chroot-serve.log" 2>&1 &
+PIDS+=($!)
+ask_one "$PORT" || { cat "$WORK/rpm-chroot-serve.log"; exit 1; }
+stop_server "${PIDS[-1]}"
+rm -rf "$R/var/lib/xinfer/stories"
+rpm_in_r -e xinfer | grep -v 'saved as' || true
+chroot "$R" getent passwd xinfer >/dev/null && fail "rpm -e (%postun) left the xinfer user"
+rm -rf "$R/var/lib/rpm" "$R/usr/lib/sysimage"
+tree >"$WORK/after-rpm"
+left=$(comm -13 "$WORK/before-rpm" "$WORK/after-rpm" | tr '\n' ' ')
+gone=$(comm -23 "$WORK/before-rpm" "$WORK/after-rpm" | tr '\n' ' ')
+[ "$left" = "./etc/xinfer ./etc/xinfer/xinfer.yaml.rpmsave " ] || fail "rpm -e left: $left"
+[ -z "$gone" ] || fail "rpm -e removed files it did not install: $gone"
+echo "   scriptlets: user, /var/lib/xinfer and the config's mode made; served as xinfer; rpm -e left only: $left"
 umount "$R/proc" 2>/dev/null || true
+
+# ---- the x86-64 tarball on an older C library: Ubuntu 18.04's glibc 2.27 ----------------------
+# (Debian's archive no longer serves buster's glibc 2.28; Ubuntu's archive still serves bionic.
+# Where it cannot be reached this check says it was skipped.)
+echo "== x86_64 tarball in an Ubuntu 18.04 root (glibc 2.27)"
+OLD_TAR="$CACHE/bionic-minbase.tar"
+if [ ! -s "$OLD_TAR" ]; then
+    mkdir -p "$CACHE"
+    if $SUDO debootstrap --variant=minbase --no-check-gpg bionic "$WORK/bionic" \
+        http://archive.ubuntu.com/ubuntu >"$WORK/bionic.log" 2>&1; then
+        tar -C "$WORK/bionic" -cf "$OLD_TAR.tmp" . && mv "$OLD_TAR.tmp" "$OLD_TAR"
+    fi
+    rm -rf "$WORK/bionic"
+fi
+if [ -s "$OLD_TAR" ]; then
+    O="$WORK/old-root"
+    mkdir -p "$O/opt"
+    tar -C "$O" -xf "$OLD_TAR"
+    tar -C "$O/opt" -xzf "dist/xinfer-$VERSION-linux-x86_64.tar.gz"
+    glibc=$(chroot "$O" ldd --version | head -1 | grep -o '[0-9.]*$')
+    cp -r "$MODEL" "$O/opt/stories"
+    PORT=$(free_port)
+    chroot "$O" "/opt/xinfer-$VERSION-linux-x86_64/bin/xinfer" serve /opt/stories --served-model-name stories \
+        --host 127.0.0.1 --port "$PORT" --threads 1 >"$WORK/old-serve.log" 2>&1 &
+    PIDS+=($!)
+    ask_one "$PORT" || { cat "$WORK/old-serve.log"; exit 1; }
+    stop_server "${PIDS[-1]}"
+    echo "   served on glibc $glibc"
+else
+    echo "   skipped: no Ubuntu 18.04 root (archive.ubuntu.com unreachable: $(tail -1 "$WORK/bionic.log" 2>/dev/null))"
+fi
 
 # ---- the .rpm in an empty folder ------------------------------------------------------------
 # An empty root has no shell for the scriptlets (user creation): --noscripts. Debian's rpm
