@@ -40,7 +40,7 @@ int xi_engine_run_rank(const xi_engine_params *p, char *err, size_t errlen) {
     if (!c) return -1;
     xi_model_params mp = {.dir = p->model_dir, .dtype = p->dtype, .quantization = p->quantization,
                           .load_format = p->load_format, .kernels = p->kernels,
-                          .n_threads = p->n_threads, .comm = c};
+                          .kernel_precision = p->kernel_precision, .n_threads = p->n_threads, .comm = c};
     xi_model *m = xi_model_load(&mp, err, errlen);
     int rc = -1;
     if (m) {

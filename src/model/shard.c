@@ -16,7 +16,9 @@
  *
  * AWQ shards along its groups: an input split (o_proj, down) must keep whole groups, an
  * output split whole packed int32s (8 columns); a -tp that cuts either is refused with the
- * values that work. int8 takes each output channel's scale from its whole row. */
+ * values that work. int8 takes each output channel's scale from its whole row; its 8-bit
+ * activations are blocked by 32 within the rank's slice, so a slice of o_proj's or down's
+ * input that is not a multiple of 32 rounds them unlike -tp 1 (ARCHITECTURE.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
