@@ -3,10 +3,13 @@
 # (libc, libm, libpthread, libdl, the dynamic loader) and no GLIBC_ symbol version above
 # 2.28; the amd64 .deb installs into a debootstrap'd Debian root, its unit passes
 # `systemd-analyze verify`, the binary serves stories260K there as the service user, and
-# removing the package leaves only the configuration; the x86_64 .rpm installs into an empty
-# folder with `rpm -i --root`, serves from there and erases to its configuration alone; the
-# arm64 package's binary runs the model tests and serves one request under qemu-aarch64.
-#   XINFER_CI_CACHE=/var/cache/xinfer-ci    where the Debian root is kept between runs
+# removing the package leaves only the configuration; the x86_64 .rpm installs into that root
+# with its scriptlets (service user, home, config mode; erase undoes them) and into an empty
+# folder without them, serves from both and erases to its configuration alone; both MPI
+# plugins need only libc and libmpi.so.40, and -tp 2 from the x86-64 tarball equals -tp 1;
+# that tarball serves in an Ubuntu 18.04 root (glibc 2.27); the arm64 package's binary runs
+# the model tests and serves one request under qemu-aarch64.
+#   XINFER_CI_CACHE=/var/cache/xinfer-ci    where the roots and arm64 OpenMPI are kept
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
