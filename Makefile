@@ -71,8 +71,8 @@ $(BUILD)/commit.stamp: FORCE
 
 # ---- release build: `make STATIC=1 BUILD=build-static` runs on glibc 2.28 and later --------
 # Debian's static archives are linked in; libcurl is opened when first used
-# (src/dist/curl_dlopen.c); libmicrohttpd's TLS hooks get a back end without TLS
-# (src/dist/tls_none.c); every glibc symbol newer than 2.28 is bound to its old version
+# (src/dist/curl_dlopen.c), and so is GnuTLS for libmicrohttpd's TLS hooks and --ssl-*
+# (src/dist/tls_dlopen.c); every glibc symbol newer than 2.28 is bound to its old version
 # through --wrap (src/dist/glibc228.c). Needs nothing but libc, libm, libpthread and libdl.
 ifeq ($(STATIC),1)
 DIST_OBJ   := $(call obj,$(wildcard src/dist/*.c))

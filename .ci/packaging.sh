@@ -111,18 +111,18 @@ two=$(tp_gen -tp 2) || { cat "$WORK/tp.log"; fail "-tp 2 from the tarball"; }
 [ -n "$one" ] && [ "$one" = "$two" ] || fail "-tp 2 from the tarball: \"$two\", -tp 1: \"$one\""
 echo "   -tp 2 = -tp 1: $two"
 
-# ask_one PORT: a completion from the server on PORT (waits for it to load first)
+# ask_one PORT [https]: a completion from the server on PORT (waits for it to load first)
 ask_one() {
-    local port=$1 i out
+    local port=$1 url="${2:-http}://127.0.0.1:$1" i out
     for i in $(seq 1 100); do
-        curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+        curl -skf "$url/health" >/dev/null && break
         sleep 0.2
     done
-    out=$(curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+    out=$(curl -skf "$url/v1/completions" -H 'Content-Type: application/json' \
         -d '{"model": "stories", "prompt": "Once upon a time", "max_tokens": 16, "temperature": 0}') ||
         fail "no answer from the server on port $port"
     echo "$out" | grep -q '"text"' || fail "unexpected answer: $out"
-    curl -sf "http://127.0.0.1:$port/version" | grep -q '"commit"' || fail "/version has no commit"
+    curl -skf "$url/version" | grep -q '"commit"' || fail "/version has no commit"
     echo "   answered: $(echo "$out" | grep -o '"text":"[^"]*"' | head -1)"
 }
 stop_server() {
@@ -172,6 +172,20 @@ chroot --userspec=xinfer:xinfer "$R" env HF_HOME=/var/lib/xinfer/huggingface \
 PIDS+=($!)
 ask_one "$PORT" || { cat "$WORK/deb-serve.log"; exit 1; }
 stop_server "${PIDS[-1]}"
+# HTTPS: the release binary opens the root's GnuTLS (libgnutls30 comes with apt) for --ssl-*
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$R/tmp/key.pem" -out "$R/tmp/cert.pem" -days 2 \
+    -subj /CN=localhost 2>/dev/null
+chmod 0644 "$R/tmp/key.pem"
+PORT=$(free_port)
+chroot --userspec=xinfer:xinfer "$R" /usr/bin/xinfer serve /var/lib/xinfer/stories --served-model-name stories \
+    --host 127.0.0.1 --port "$PORT" --threads 1 --ssl-keyfile /tmp/key.pem --ssl-certfile /tmp/cert.pem \
+    >"$WORK/deb-tls.log" 2>&1 &
+PIDS+=($!)
+ask_one "$PORT" https || { cat "$WORK/deb-tls.log"; exit 1; }
+curl -s -m 5 "http://127.0.0.1:$PORT/health" >/dev/null && fail "plain HTTP answered on the HTTPS port"
+stop_server "${PIDS[-1]}"
+echo "   HTTPS with the root's GnuTLS: ok"
+rm -f "$R/tmp/key.pem" "$R/tmp/cert.pem"
 rm -rf "$R/var/lib/xinfer/stories"
 chroot "$R" dpkg -r xinfer >/dev/null
 tree >"$WORK/after"
@@ -243,6 +257,13 @@ if [ -s "$OLD_TAR" ]; then
     ask_one "$PORT" || { cat "$WORK/old-serve.log"; exit 1; }
     stop_server "${PIDS[-1]}"
     echo "   served on glibc $glibc"
+    # its GnuTLS is 3.5: --ssl-* stops with one line naming the library and the version needed
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$O/opt/key.pem" -out "$O/opt/cert.pem" -days 2 \
+        -subj /CN=localhost 2>/dev/null
+    out=$(timeout 20 chroot "$O" "/opt/xinfer-$VERSION-linux-x86_64/bin/xinfer" serve /opt/stories --port "$PORT" \
+        --ssl-keyfile /opt/key.pem --ssl-certfile /opt/cert.pem 2>&1) && fail "--ssl-* with GnuTLS 3.5 served"
+    grep -q 'libgnutls.so.30' <<<"$out" || fail "--ssl-* with GnuTLS 3.5: $out"
+    echo "   $out"
 else
     echo "   skipped: no Ubuntu 18.04 root (archive.ubuntu.com unreachable: $(tail -1 "$WORK/bionic.log" 2>/dev/null))"
 fi

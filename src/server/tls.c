@@ -44,9 +44,8 @@ static int check(const xi_tls *t, const char *keyflag, const char *keyfile, cons
                  const char *ca_file, char *err, size_t errlen) {
     gnutls_certificate_credentials_t cred;
     int rc = gnutls_certificate_allocate_credentials(&cred);
-    if (rc == GNUTLS_E_UNIMPLEMENTED_FEATURE)
-        return xi_errf(err, errlen, "--ssl-certfile: this xinfer binary has no TLS (the static release "
-                       "build carries no GnuTLS); build xinfer from source for --ssl-*");
+    if (rc == GNUTLS_E_UNIMPLEMENTED_FEATURE) /* the release binary without the system's GnuTLS */
+        return xi_errf(err, errlen, "--ssl-certfile: %s", gnutls_strerror(rc));
     if (rc < 0) return xi_errf(err, errlen, "TLS: %s", gnutls_strerror(rc));
     const gnutls_datum_t cert = datum(t->cert_pem), key = datum(t->key_pem);
     gnutls_x509_crt_t crt = NULL;
