@@ -197,6 +197,19 @@ TEST(test_tp_refuses_a_split_that_cuts_awq_groups) {
     refused("models/stories260K", 3, "-tp values that work for this model: 1, 2, 4");
 }
 
+/* GGUF: o_proj's 256 inputs and down's 768 in 128 and 384 per rank would cut Q4_K's blocks of
+ * 256; Q8_0's blocks of 32 split (llama256's 4 heads allow 1, 2, 4 ways, whatever the type). */
+TEST(test_tp_refuses_a_split_that_cuts_gguf_blocks) {
+    refused("gguf/llama256-random-q4_k_m.gguf", 2, "input of 128 per rank cuts its q4_K blocks of 256");
+    char err[512] = "";
+    tp_group g;
+    xi_model *m = tp_open(&g, "gguf/llama256-random-q4_k_m.gguf", 2, NULL, err, sizeof err);
+    tp_close(&g);
+    const char *tail = "-tp values that work for this model: 1";
+    CHECKF(!m && strlen(err) > strlen(tail) && !strcmp(err + strlen(err) - strlen(tail), tail), "%s", err);
+    refused("gguf/llama256-random-q8_0.gguf", 3, "-tp values that work for this model: 1, 2, 4");
+}
+
 /* At a fixed -tp a sequence's logits are the same bits alone or beside others, run after
  * run: the all-reduce sums in rank order, never in arrival order. */
 TEST(test_tp2_logits_bitwise_invariant_to_batch_and_run) {

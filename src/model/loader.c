@@ -83,10 +83,9 @@ static const xi_st_tensor *bind(xi_model *m, const char *name, int nd, const int
     return t;
 }
 
-/* A GGUF matrix in a ggml block format, kept as stored: rows [r0, r1) and, when the columns
- * are whole blocks, columns [c0, c1) of each row (zero-copy with whole rows and mmap). A
- * column slice that cuts a block (tensor parallelism over an ffn not divisible into blocks
- * per rank) is dequantized into the model's float dtype instead, and says so. */
+/* A GGUF matrix in a ggml block format, kept as stored: rows [r0, r1) and columns [c0, c1)
+ * of each row, whole blocks (shard.c refuses a -tp whose column slices would cut them;
+ * zero-copy with whole rows and mmap). */
 static int load_ggml(xi_model *m, xi_weight *w, const xi_st_tensor *t, const char *name,
                      int64_t cols, const xi_slice *sl, int zero_copy, char *err, size_t errlen) {
     const struct xi_qtype *qt = t->qtype;
@@ -108,26 +107,9 @@ static int load_ggml(xi_model *m, xi_weight *w, const xi_st_tensor *t, const cha
         w->data = dst;
         return 0;
     }
-    const xi_dtype want = m->wdtype;
-    const size_t ed = xi_dtype_size(want), bytes = (size_t)(R * C) * ed;
-    *w = (xi_weight){.dtype = want, .n_out = R, .n_in = C};
-    m->weight_bytes += (int64_t)bytes;
-    char *dst = own_big(m, bytes);
-    float *row = malloc((size_t)cols * sizeof *row);
-    if (!dst || !row) {
-        free(row);
-        return xi_errf(err, errlen, "%s: out of memory (%zu bytes)", name, bytes);
-    }
-    for (int64_t r = 0; r < R; r++) {
-        xi_qtype_dequant_row(qt, (const char *)t->data + (size_t)(sl->r0 + r) * rb, row, cols);
-        xi_from_f32(dst + (size_t)(r * C) * ed, want, row + sl->c0, (size_t)C);
-    }
-    free(row);
-    w->data = dst;
-    XI_INFO("%s: columns %lld..%lld cut %s blocks of %lld: this shard is dequantized to %s",
-            name, (long long)sl->c0, (long long)sl->c1, qt->name, (long long)B,
-                xi_dtype_name(want));
-    return 0;
+    /* xi_shard_plan checked the alignment; this guards a caller that did not */
+    return xi_errf(err, errlen, "%s: columns %lld..%lld cut its %s blocks of %lld", name,
+                   (long long)sl->c0, (long long)sl->c1, qt->name, (long long)B);
 }
 
 /* A float matrix [rows, cols] as an xi_weight in the model's weight dtype; with a slice

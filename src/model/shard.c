@@ -15,8 +15,9 @@
  *   embeddings, norms, q/k norms, routers: replicated
  *
  * AWQ shards along its groups: an input split (o_proj, down) must keep whole groups, an
- * output split whole packed int32s (8 columns); a -tp that cuts either is refused with the
- * values that work. int8 takes each output channel's scale from its whole row; its 8-bit
+ * output split whole packed int32s (8 columns); GGUF block formats along their blocks (an
+ * input split keeps whole blocks of 32 or 256; rows split anywhere); a -tp that cuts either
+ * is refused with the values that work. int8 takes each output channel's scale from its whole row; its 8-bit
  * activations are blocked by 32 within the rank's slice, so a slice of o_proj's or down's
  * input that is not a multiple of 32 rounds them unlike -tp 1 (ARCHITECTURE.md). */
 #include <stdio.h>
@@ -24,10 +25,30 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "kernels/qtypes.h"
+#include "model/gguf.h"
 #include "model/model_internal.h"
 
+/* The GGUF tensor of role in layer l (stacked for experts), or NULL (not a GGUF model). */
+static const xi_gguf_tensor *gguf_tensor(const xi_model *m, xi_tensor_role role, int l) {
+    char mod[256], name[300];
+    if (!m->gguf || xi_arch_tensor_name(m->cfg.family, XI_NAMES_GGUF, role, l, 0, mod, sizeof mod))
+        return NULL;
+    snprintf(name, sizeof name, "%s.weight", mod);
+    return xi_gguf_find_tensor(m->gguf, name);
+}
+
+/* Whether an input slice of `per_rank` columns of that tensor cuts its blocks (with why). */
+static int cuts_blocks(const xi_gguf_tensor *t, int l, const char *what, int64_t per_rank,
+                       char *why, size_t n) {
+    if (!t || t->type->block <= 1 || per_rank % t->type->block == 0) return 0;
+    return snprintf(why, n, "layer %d: %s input of %lld per rank cuts its %s blocks of %d", l, what,
+                    (long long)per_rank, t->type->name, t->type->block), 1;
+}
+
 /* Why tp cannot split this model (0 when it can). */
-static int split_refused(const xi_config *c, int awq, int tp, char *why, size_t n) {
+static int split_refused(const xi_model *m, int awq, int tp, char *why, size_t n) {
+    const xi_config *c = &m->cfg;
     const int hd = c->head_dim, g = c->quant_group_size;
     if (c->n_heads % tp)
         return snprintf(why, n, "%d attention heads do not split %d ways", c->n_heads, tp), 1;
@@ -43,9 +64,13 @@ static int split_refused(const xi_config *c, int awq, int tp, char *why, size_t 
         return snprintf(why, n, "o_proj's input of %lld per rank cuts AWQ groups of %d",
                         (long long)qdl, g), 1;
     for (int l = 0; l < c->n_layers; l++) {
-        const int ff = c->layer[l].ffn;
+        const int ff = c->layer[l].ffn, moe = c->layer[l].mlp == XI_MLP_MOE;
         if (ff % tp)
             return snprintf(why, n, "layer %d: an MLP width of %d does not split %d ways", l, ff, tp), 1;
+        if (cuts_blocks(gguf_tensor(m, XI_T_ATTN_O, l), l, "o_proj's", qdl, why, n) ||
+            cuts_blocks(gguf_tensor(m, moe ? XI_T_EXP_DOWN : XI_T_FFN_DOWN, l), l,
+                        moe ? "the experts' down" : "down's", ff / tp, why, n))
+            return 1;
         if (awq && (ff / tp) % 8)
             return snprintf(why, n, "layer %d: gate/up columns of %d per rank cut AWQ's packs of 8",
                             l, ff / tp), 1;
@@ -65,12 +90,12 @@ int xi_shard_plan(xi_model *m, xi_comm *comm, char *err, size_t errlen) {
     const int tp = comm ? comm->size : 1, rank = comm ? comm->rank : 0;
     const int awq = !strcmp(m->quant, "awq");
     char why[200];
-    if (split_refused(c, awq, tp, why, sizeof why)) {
+    if (split_refused(m, awq, tp, why, sizeof why)) {
         char ok[200] = "";
         size_t o = 0;
         for (int t = 1; t <= c->n_heads && t <= 64 && o < sizeof ok; t++) {
             char dummy[8];
-            if (!split_refused(c, awq, t, dummy, sizeof dummy))
+            if (!split_refused(m, awq, t, dummy, sizeof dummy))
                 o += (size_t)snprintf(ok + o, sizeof ok - o, "%s%d", o ? ", " : "", t);
         }
         return xi_errf(err, errlen, "-tp %d: %s%s; -tp values that work for this model: %s", tp,
