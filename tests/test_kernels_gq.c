@@ -35,7 +35,7 @@ static xi_weight gguf_weight(const xi_gguf_tensor *t, int64_t n_out) {
 static void run_gq(const xi_ops *ops, float *y, const float *x, int64_t rows, const xi_weight *w,
                    int64_t n0, int64_t n1) {
     size_t stride;
-    const void *a = xi_gq_quantize(w, x, w->n_in, rows, &stride);
+    const void *a = xi_gq_quantize(NULL, w, x, w->n_in, rows, &stride);
     ops->matmul_gq(y, w->n_out, a, stride, rows, w, n0, n1);
 }
 
@@ -210,4 +210,53 @@ TEST(test_kernels_gq_threads_do_not_change_bits_and_int8_tracks_exact) {
     free(y2);
     free(ex);
     xi_gguf_close(g);
+}
+
+/* Every variant's activation quantizer gives the scalar one's bytes (Q8_0, Q8_1, Q8_K): on
+ * random rows of several scales, rows whose products land exactly on halves (roundf's ties go
+ * away from zero, lrintf's to even), Q8_K blocks whose largest magnitude appears with both
+ * signs (the first one sets the scale's sign), a block of zeros and one lone value. */
+TEST(test_kernels_gq_every_variant_quantizes_activations_as_ref) {
+    const xi_ops *ops[8];
+    const int nv = int8_variants(ops);
+    enum { N = 1024 };
+    float *x = malloc(N * sizeof *x);
+    uint8_t *want = malloc(N * 2), *got = malloc(N * 2);
+    const xi_act_fmt fmts[] = {XI_ACT_Q8_0, XI_ACT_Q8_1, XI_ACT_Q8_K};
+    int checked = 0;
+    uint32_t seed = 7;
+    for (int kase = 0; kase < 6; kase++) {
+        for (int i = 0; i < N; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            const float u = (float)(seed >> 8) / 16777216.0f - 0.5f; /* [-0.5, 0.5) */
+            switch (kase) {
+            case 0: x[i] = u; break;
+            case 1: x[i] = u * 1e-3f * (float)(1 + i % 7); break;
+            case 2: x[i] = u * 3e4f; break;
+            /* blocks with 127 (or -127) at their start: id = 1, every k + 0.5 is a tie */
+            case 3: x[i] = i % 32 == 0 ? (i % 64 ? -127.0f : 127.0f) : (float)((int)(seed >> 25) - 64) + 0.5f; break;
+            /* Q8_K: +m and -m both largest; which comes first alternates by block */
+            case 4: x[i] = i % 256 == 5 ? ((i / 256) % 2 ? -2.0f : 2.0f) : i % 256 == 9 ? ((i / 256) % 2 ? 2.0f : -2.0f) : u; break;
+            default: x[i] = i < 256 ? 0.0f : i == 300 ? -0.75f : i < 512 ? 0.0f : u * 254.0f; break;
+            }
+        }
+        for (size_t f = 0; f < XI_ARRAY_LEN(fmts); f++) {
+            const size_t bytes = (size_t)(N / xi_act_block(fmts[f]) * xi_act_block_bytes(fmts[f]));
+            xi_qtype_quantize_act(fmts[f], x, want, N);
+            for (int v = 0; v < nv; v++) {
+                if (!ops[v]->quantize_act) continue;
+                memset(got, 0xa5, bytes);
+                ops[v]->quantize_act((int)fmts[f], x, got, N);
+                size_t at = 0;
+                while (at < bytes && got[at] == want[at]) at++;
+                CHECKF(at == bytes, "%s: format %d, case %d: byte %zu is %u, the scalar's %u", ops[v]->name,
+                       (int)fmts[f], kase, at, got[at], want[at]);
+                checked++;
+            }
+        }
+    }
+    printf("  %d variant/format/case checks against the scalar quantizer\n", checked);
+    free(x);
+    free(want);
+    free(got);
 }

@@ -39,7 +39,7 @@ TEST(test_kernels_gq_row_blocks_and_column_groups_match_ref) {
             const int64_t R = rows_list[ri];
             float *x = rand_vec(R * K), *want = malloc((size_t)(R * N) * 4), *got = malloc((size_t)(R * N) * 4);
             size_t stride;
-            const void *a = xi_gq_quantize(&w, x, K, R, &stride);
+            const void *a = xi_gq_quantize(NULL, &w, x, K, R, &stride);
             CHECK(a);
             ref->matmul_gq(want, N, a, stride, R, &w, 0, N);
             for (int v = 0; v < nv; v++) {

@@ -6,13 +6,18 @@
 #include "kernels/kernels.h"
 #include "kernels/qtypes.h"
 
-const void *xi_gq_quantize(const xi_weight *w, const float *x, int64_t ldx, int64_t rows,
-                           size_t *stride) {
+static void quantize_act_ref(int act, const float *x, void *out, int64_t n) {
+    xi_qtype_quantize_act((xi_act_fmt)act, x, out, n);
+}
+
+const void *xi_gq_quantize(const xi_ops *ops, const xi_weight *w, const float *x, int64_t ldx,
+                           int64_t rows, size_t *stride) {
+    void (*qa)(int, const float *, void *, int64_t) = ops && ops->quantize_act ? ops->quantize_act : quantize_act_ref;
     const xi_act_fmt f = w->qtype->act;
     const size_t rb = (size_t)(w->n_in / xi_act_block(f)) * (size_t)xi_act_block_bytes(f);
     uint8_t *a = xi_kernel_scratch(5, (size_t)rows * rb + 64);
     if (!a) return NULL;
-    for (int64_t r = 0; r < rows; r++) xi_qtype_quantize_act(f, x + r * ldx, a + (size_t)r * rb, w->n_in);
+    for (int64_t r = 0; r < rows; r++) qa((int)f, x + r * ldx, a + (size_t)r * rb, w->n_in);
     *stride = rb;
     return a;
 }

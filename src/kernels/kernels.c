@@ -68,7 +68,7 @@ static void matmul_cols(const xi_ops *ops, act_cache *c, float *y, int64_t ldy, 
                         int64_t ldx, int64_t rows, const xi_weight *w, int64_t b, int64_t e) {
     if (w->dtype == XI_GGML && ops->matmul_gq) {
         if (!c->ga || c->ga_fmt != (int)w->qtype->act) {
-            c->ga = xi_gq_quantize(w, x, ldx, rows, &c->ga_stride);
+            c->ga = xi_gq_quantize(ops, w, x, ldx, rows, &c->ga_stride);
             c->ga_fmt = (int)w->qtype->act;
         }
         if (c->ga) {

@@ -180,6 +180,9 @@ struct xi_ops {
      * xi_matmul_gq_ref; NULL in exact tables. */
     void (*matmul_gq)(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
                       const xi_weight *w, int64_t n0, int64_t n1);
+    /* int8 tables: n inputs of one row quantized to the activation format act (an
+     * xi_act_fmt, qtypes.h), byte for byte xi_qtype_quantize_act (NULL: that one). */
+    void (*quantize_act)(int act, const float *x, void *out, int64_t n);
 };
 
 /* The integer matmul of GGML weights, the scalar oracle: xi_qtype_dot_ref per output
@@ -190,10 +193,11 @@ void xi_matmul_gq_ref(float *y, int64_t ldy, const void *act, size_t act_stride,
  * sum_k x[k] * W[n, k] in index order. */
 void xi_matmul_gq_exact(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                         const xi_weight *w, int64_t n0, int64_t n1);
-/* Rows x[r * ldx ...] of w->n_in inputs quantized to w->qtype->act into this thread's scratch
- * (slot 5); *stride gets the bytes per row. NULL when the scratch cannot be allocated. */
-const void *xi_gq_quantize(const xi_weight *w, const float *x, int64_t ldx, int64_t rows,
-                           size_t *stride);
+/* Rows x[r * ldx ...] of w->n_in inputs quantized to w->qtype->act with ops's quantize_act
+ * (ops may be NULL) into this thread's scratch (slot 5); *stride gets the bytes per row. NULL
+ * when the scratch cannot be allocated. */
+const void *xi_gq_quantize(const xi_ops *ops, const xi_weight *w, const float *x, int64_t ldx,
+                           int64_t rows, size_t *stride);
 
 const xi_ops *xi_ops_ref(void);
 /* ISA variants; call only when the CPU has the instructions (xi_ops_select checks). */
@@ -203,6 +207,7 @@ const xi_ops *xi_ops_avx2(void); /* AVX2 + FMA + F16C */
 void xi_matmul_q_avx2(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                       int64_t n0, int64_t n1);
 void xi_qx_quantize_block_avx2(int8_t *q, float *d, int32_t *s, const float *x, int64_t n);
+void xi_gq_quantize_act_avx2(int act, const float *x, void *out, int64_t n);
 void xi_matmul_gq_avx2(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
                        const xi_weight *w, int64_t n0, int64_t n1);
 #endif
@@ -211,6 +216,7 @@ const xi_ops *xi_ops_neon(void); /* ARMv8.2-A NEON + fp16 + dotprod */
 void xi_matmul_q_neon(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                       int64_t n0, int64_t n1);
 void xi_qx_quantize_block_neon(int8_t *q, float *d, int32_t *s, const float *x, int64_t n);
+void xi_gq_quantize_act_neon(int act, const float *x, void *out, int64_t n);
 void xi_matmul_gq_neon(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
                        const xi_weight *w, int64_t n0, int64_t n1);
 #endif

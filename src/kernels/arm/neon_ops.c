@@ -83,16 +83,16 @@ static void neon_silu_mul(float *y, const float *gate, const float *up, int64_t 
     }
 }
 
-#define NEON_TABLE(prec, other, mq, qb, gq)                                              \
+#define NEON_TABLE(prec, other, mq, qb, gq, qa)                                              \
     {                                                                                          \
         .name = "neon", .precision = prec, .twin = &other, .weight_block = 8, .q4_block = 16,   \
         .matmul = xi_neon_matmul, .attn = attn_driver, .rmsnorm = neon_rmsnorm,                  \
         .silu_mul = neon_silu_mul, .matmul_q = mq, .quantize_block = qb,                        \
-        .matmul_gq = gq,                                                                        \
+        .matmul_gq = gq, .quantize_act = qa,                                                    \
     }
 static const xi_ops neon_int8;
-static const xi_ops neon_ops = NEON_TABLE("exact", neon_int8, NULL, NULL, NULL);
+static const xi_ops neon_ops = NEON_TABLE("exact", neon_int8, NULL, NULL, NULL, NULL);
 static const xi_ops neon_int8 = NEON_TABLE("int8", neon_ops, xi_matmul_q_neon, xi_qx_quantize_block_neon,
-                                           xi_matmul_gq_neon);
+                                           xi_matmul_gq_neon, xi_gq_quantize_act_neon);
 
 const xi_ops *xi_ops_neon(void) { return &neon_ops; }

@@ -95,16 +95,16 @@ static void avx2_silu_mul(float *y, const float *gate, const float *up, int64_t 
     }
 }
 
-#define AVX2_TABLE(prec, other, mq, qb, gq)                                              \
+#define AVX2_TABLE(prec, other, mq, qb, gq, qa)                                              \
     {                                                                                          \
         .name = "avx2", .precision = prec, .twin = &other, .weight_block = 8, .q4_block = 16,   \
         .matmul = xi_avx2_matmul, .attn = attn_driver, .rmsnorm = avx2_rmsnorm,                  \
         .silu_mul = avx2_silu_mul, .matmul_q = mq, .quantize_block = qb,                        \
-        .matmul_gq = gq,                                                                        \
+        .matmul_gq = gq, .quantize_act = qa,                                                    \
     }
 static const xi_ops avx2_int8;
-static const xi_ops avx2_ops = AVX2_TABLE("exact", avx2_int8, NULL, NULL, NULL);
+static const xi_ops avx2_ops = AVX2_TABLE("exact", avx2_int8, NULL, NULL, NULL, NULL);
 static const xi_ops avx2_int8 = AVX2_TABLE("int8", avx2_ops, xi_matmul_q_avx2, xi_qx_quantize_block_avx2,
-                                           xi_matmul_gq_avx2);
+                                           xi_matmul_gq_avx2, xi_gq_quantize_act_avx2);
 
 const xi_ops *xi_ops_avx2(void) { return &avx2_ops; }
