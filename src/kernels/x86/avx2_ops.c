@@ -1,6 +1,6 @@
-/* kernels/x86/avx2_ops: attention, RMSNorm and SiLU*mul with AVX2 + FMA + F16C, and the
- * `avx2` op table. Attention for one token depends only on that token's query and keys, so
- * decode and prefill give the same bits. */
+/* kernels/x86/avx2_ops: the per-key attention loop, RMSNorm and SiLU*mul with AVX2 + FMA +
+ * F16C, and the `avx2` op table (its attention is avx2_attn.c). Attention for one token
+ * depends only on that token's query and keys, so decode and prefill give the same bits. */
 #include <math.h>
 
 #include "kernels/x86/avx2_common.h"
@@ -58,6 +58,13 @@ static void scale_vec(float *o, float c, int n) {
 
 #include "kernels/attn_driver.h"
 
+/* The per-key attention loop, for any head dim: what xi_avx2_attn (avx2_attn.c) runs when the
+ * head dim is not a multiple of 8, and the order it must reproduce bit for bit otherwise. */
+void xi_avx2_attn_keys(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
+                       int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch) {
+    attn_driver(out, q, kv, block_table, n_ctx, n_heads, h0, h1, scale, scratch);
+}
+
 static void avx2_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
@@ -98,7 +105,7 @@ static void avx2_silu_mul(float *y, const float *gate, const float *up, int64_t 
 #define AVX2_TABLE(prec, other, mq, qb, gq)                                              \
     {                                                                                          \
         .name = "avx2", .precision = prec, .twin = &other, .weight_block = 8, .q4_block = 16,   \
-        .matmul = xi_avx2_matmul, .attn = attn_driver, .rmsnorm = avx2_rmsnorm,                  \
+        .matmul = xi_avx2_matmul, .attn = xi_avx2_attn, .rmsnorm = avx2_rmsnorm,                \
         .silu_mul = avx2_silu_mul, .matmul_q = mq, .quantize_block = qb,                        \
         .matmul_gq = gq,                                                                        \
     }
