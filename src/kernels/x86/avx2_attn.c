@@ -7,7 +7,8 @@
  *   - four keys' dot products run side by side (four FMA chains instead of one, whose
  *     latency bounded the loop) and are summed by avx2_hsum4, the same per-vector order as
  *     the one-key avx2_hsum;
- *   - a block's probabilities are computed first, then each 64-wide slice of the output is
+ *   - a block's probabilities are computed first, 8 exponentials at a time (avx2_exp, whose
+ *     one-lane form the per-key loop uses), then each 64-wide slice of the output is
  *     loaded once per block, scaled by the block's correction, accumulated over the block's
  *     keys in registers and stored once, instead of being loaded and stored for every key.
  * Long cached contexts make attention a real share of a prefill (every new token reads every
@@ -88,12 +89,18 @@ XI_INLINE void head_block(xi_dtype t, float *o, float *m, float *l, const float 
     for (int tk = 0; tk < nt; tk++)
         if (scratch[tk] > mb) mb = scratch[tk];
     const float mn = mb > *m ? mb : *m;
-    const float corr = expf(*m - mn); /* 0 on the first block: m = -inf */
+    const float corr = avx2_exp1(*m - mn); /* ~0 on the first block (m = -inf), where l, o are 0 */
     float sum = *l * corr;
-    for (int tk = 0; tk < nt; tk++) scratch[tk] = expf(scratch[tk] - mn);
-    for (int tk = 0; tk < nt; tk++) sum += scratch[tk];
-    *l = sum;
+    const __m256 mv = _mm256_set1_ps(mn);
+    int tk = 0;
+    for (; tk + 8 <= nt; tk += 8)
+        _mm256_storeu_ps(scratch + tk, avx2_exp(_mm256_sub_ps(_mm256_loadu_ps(scratch + tk), mv)));
+    for (; tk < nt; tk++) scratch[tk] = avx2_exp1(scratch[tk] - mn);
     head_pv(t, o, corr, scratch, v, base, nt, hd);
+    /* The sum is a serial chain of adds (the per-key loop's order); after the FMAs of head_pv
+     * in program order, the core overlaps it with them. */
+    for (tk = 0; tk < nt; tk++) sum += scratch[tk];
+    *l = sum;
     *m = mn;
 }
 
