@@ -4,6 +4,8 @@
  *
  * It computes exactly what that loop computes, operation for operation, so the two give the
  * same bits (tests/test_kernels.c checks it); only the order of independent work changes:
+ *   - blocks outer, query heads inner: the heads that share a KV head read a block while it
+ *     is in L1, a 16-bit block widened to f32 once for all of them;
  *   - four keys' dot products run side by side (four FMA chains instead of one, whose
  *     latency bounded the loop) and are summed by avx2_hsum4, the same per-vector order as
  *     the one-key avx2_hsum;
@@ -16,9 +18,6 @@
 #include <math.h>
 
 #include "kernels/x86/avx2_common.h"
-
-void xi_avx2_attn_keys(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
-                       int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch);
 
 /* scratch[tk] = (q . k_tk) * scale for the nt keys of one block starting at element base. */
 XI_INLINE void block_scores(xi_dtype t, float *scratch, const float *qh, const void *k, int64_t base,
