@@ -9,8 +9,13 @@
  *      cold (qwen2-tiny-random, or --ttft-model DIR; target >= 10x);
  *   4. KV memory: the fraction of allocated KV slots holding tokens while 64 requests of ~500
  *      tokens run together (target > 95%).
+ *   5. with --prefix-hit (alone, on --model): what a prefix hit costs. The prefill of N new
+ *      tokens behind a cached P-token prefix against the same N tokens with no prefix, as
+ *      ratios over alternating repetitions, next to the ratio a FLOP count predicts (the
+ *      hit's only real extra work is attention over the cached context).
  *
- * usage: bench_engine [--model DIR] [--ttft-model DIR] [--data DIR] [--threads N] */
+ * usage: bench_engine [--model DIR] [--ttft-model DIR] [--data DIR] [--threads N]
+ *        bench_engine --model DIR --prefix-hit [--prefix P] [--new N] [--reps R] [--threads N] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,21 +171,98 @@ static double sched_only(int n, int prompt_len, int gen, double *util) {
     return t / steps;
 }
 
+/* ---- 5. prefix-hit cost ---------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void print_ratio(const char *what, double *r, int n) {
+    qsort(r, (size_t)n, sizeof *r, cmp_double);
+    printf("%s: %.2fx median (%.2f..%.2f, %d reps)\n", what, r[n / 2], r[0], r[n - 1], n);
+}
+
+/* Seconds from submit to the first token of one prompt (max_tokens 1). */
+static double time_prefill(bench_engine *b, const int32_t *prompt, int n) {
+    first_token f = {0};
+    double t0 = xi_now();
+    be_submit(b, prompt, n, 1, &f);
+    run_idle(b);
+    return f.t - t0;
+}
+
+/* Forward FLOPs of n tokens at positions p0 .. p0+n-1: the layers' matmuls (2 per weight),
+ * attention (QK^T and PV: 4 per head dim per key) and the one lm_head row. */
+static double prefill_flops(const xi_config *c, int p0, int n) {
+    const double qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
+    const double w = c->hidden_size * (2 * qd + 2 * kvd) + 3.0 * c->hidden_size * c->intermediate_size;
+    const double keys = (double)n * p0 + (double)n * (n + 1) / 2;
+    return c->n_layers * (2 * w * n + 4 * qd * keys) + 2.0 * c->hidden_size * c->vocab_size;
+}
+
+static int prefix_hit(const char *dir, int threads, int P, int N, int reps) {
+    bench_engine b;
+    const int max_len = P + N + 8;
+    if (be_open(&b, dir, threads, 4 * (max_len / 16 + 2) * (reps + 2), 4096, 4, max_len, 1)) return 1;
+    const xi_config *c = xi_model_config(b.model);
+    int32_t *prompt = malloc((size_t)(P + N) * sizeof *prompt);
+    double *hit = malloc((size_t)reps * sizeof *hit), *full = malloc((size_t)reps * sizeof *full);
+    fill_prompt(prompt, P + N, c->vocab_size, 99);
+    time_prefill(&b, prompt, P + N); /* caches the prefix, warms the pages */
+    for (int k = 0; k < reps; k++) {
+        /* each repetition: fresh new tokens, so only the P-token prefix can hit */
+        fill_prompt(prompt + P, N, c->vocab_size, 1000 + (uint64_t)k);
+        prompt[P] = 3 + k;
+        double t_new = time_prefill(&b, prompt + P, N);
+        double t_hit = time_prefill(&b, prompt, P + N);
+        int32_t keep = prompt[1];
+        prompt[1] = 3 + (keep + 1 + k) % (c->vocab_size - 3); /* another prefix: a miss */
+        double t_cold = time_prefill(&b, prompt, P + N);
+        prompt[1] = keep;
+        hit[k] = t_hit / t_new;
+        full[k] = t_cold / t_new;
+    }
+    printf("prefix hit: %d new tokens behind a cached %d-token prefix (%s, %d threads)\n", N, P,
+           dir, threads);
+    print_ratio("  prefill with the hit / the new tokens alone", hit, reps);
+    printf("  FLOP model of that ratio (attention over the cached context as the only extra): "
+           "%.2fx\n", prefill_flops(c, P, N) / prefill_flops(c, 0, N));
+    print_ratio("  prefill of the same prompt with no hit / the new tokens alone", full, reps);
+    free(prompt);
+    free(hit);
+    free(full);
+    be_close(&b);
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
     const char *model05 = NULL, *ttft_model = NULL, *data = "../shared/data";
-    int threads = 0;
+    int threads = 0, hit_mode = 0, hit_p = 512, hit_n = 128, reps = 5;
     setvbuf(stdout, NULL, _IOLBF, 0); /* each result as soon as it is measured */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) model05 = argv[++i];
         else if (!strcmp(argv[i], "--ttft-model") && i + 1 < argc) ttft_model = argv[++i];
         else if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prefix-hit")) hit_mode = 1;
+        else if (!strcmp(argv[i], "--prefix") && i + 1 < argc) hit_p = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--new") && i + 1 < argc) hit_n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_engine [--model DIR] [--ttft-model DIR] [--data DIR] [--threads N]\n");
+            fprintf(stderr, "usage: bench_engine [--model DIR] [--ttft-model DIR] [--data DIR] [--threads N]\n"
+                            "       bench_engine --model DIR --prefix-hit [--prefix P] [--new N] [--reps R]\n");
             return 2;
         }
+    }
+    if (hit_mode) {
+        if (!model05 || hit_p < 16 || hit_n < 2 || reps < 1) {
+            fprintf(stderr, "--prefix-hit: needs --model DIR, --prefix >= 16, --new >= 2, --reps >= 1\n");
+            return 2;
+        }
+        return prefix_hit(model05, threads, hit_p, hit_n, reps);
     }
     char *stories = xi_path_join(data, "models/stories260K");
     char *qwen_tiny = xi_path_join(data, "models/qwen2-tiny-random");

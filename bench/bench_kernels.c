@@ -16,8 +16,13 @@
  * Q4_0) at the same shapes for 1, 16 and 64 rows: the scalar oracle against the variant's
  * int8 table, as GB/s of weight bytes, the speedup and the fraction of read bandwidth.
  *
- * usage: bench_kernels [--reps N] [--quick] [--gemv] [--gq] [--layout ops|row|both] [--kernels NAME]
- *                      [--threads LIST e.g. 1,2] [--precision int8|exact|both] */
+ * --attn times instead one thread's attention for a prefill chunk behind a cached prefix: 128
+ * query tokens of a Qwen2.5-0.5B layer (14 heads, 2 KV heads, head dim 64, BF16 KV in 16-token
+ * blocks) over contexts of 513..640 keys, as GFLOP/s / one core's FMA peak, for the
+ * variant's attention, the per-key loop it reproduces (x86) and the scalar reference.
+ *
+ * usage: bench_kernels [--reps N] [--quick] [--gemv] [--gq] [--attn] [--layout ops|row|both]
+ *                      [--kernels NAME] [--threads LIST e.g. 1,2] [--precision int8|exact|both] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,8 +299,73 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
     return 0;
 }
 
+/* ---- --attn: attention over a long cached context ---- */
+
+static int bench_attn(const xi_ops *fast, int reps) {
+    enum { NH = 14, NKV = 2, HD = 64, BS = 16, PREFIX = 512, NEW = 128, CTX = PREFIX + NEW };
+    const int n_blocks = CTX / BS;
+    xi_kv_view kv = {.dtype = XI_BF16, .block_size = BS, .n_kv_heads = NKV, .head_dim = HD,
+                     .head_stride = BS * HD, .block_stride = BS * HD * NKV};
+    const size_t kv_elems = (size_t)kv.block_stride * n_blocks;
+    uint16_t *k = malloc(kv_elems * 2), *v = malloc(kv_elems * 2);
+    float *q = malloc((size_t)NEW * NH * HD * 4), *out = malloc((size_t)NEW * NH * HD * 4);
+    float *scratch = malloc(XI_ATTN_SCRATCH(BS, HD) * sizeof(float));
+    int32_t table[CTX / BS];
+    for (int i = 0; i < n_blocks; i++) table[i] = (i * 7) % n_blocks; /* scattered blocks */
+    for (size_t i = 0; i < kv_elems; i++) {
+        k[i] = xi_f32_to_bf16(frand());
+        v[i] = xi_f32_to_bf16(frand());
+    }
+    for (int i = 0; i < NEW * NH * HD; i++) q[i] = frand();
+    kv.k = k;
+    kv.v = v;
+    typedef void attn_fn(float *, const float *, const xi_kv_view *, const int32_t *, int, int, int,
+                         int, float, float *);
+    struct { const char *name; attn_fn *fn; double gf[64]; } cases[3] = {
+        {fast->name, fast->attn, {0}}, {"ref", xi_ops_ref()->attn, {0}}, {NULL, NULL, {0}}};
+    int n_cases = 2;
+#if defined(__x86_64__)
+    if (fast->attn == xi_avx2_attn) {
+        cases[n_cases].name = "avx2 per-key loop";
+        cases[n_cases++].fn = xi_avx2_attn_keys;
+    }
+#endif
+    double flops = 0;
+    for (int t = 0; t < NEW; t++) flops += 4.0 * NH * HD * (PREFIX + t + 1);
+    double peak[64];
+    if (reps > 64) reps = 64;
+    xi_pool *pool = xi_pool_new(1);
+    for (int r = 0; r < reps; r++) {
+        peak[r] = limits_fma_peak(pool, 20000000L);
+        for (int c = 0; c < n_cases; c++) {
+            const double t0 = xi_now();
+            for (int t = 0; t < NEW; t++)
+                cases[c].fn(out + (size_t)t * NH * HD, q + (size_t)t * NH * HD, &kv, table,
+                            PREFIX + t + 1, NH, 0, NH, 0.125f, scratch);
+            cases[c].gf[r] = flops / (xi_now() - t0) / peak[r];
+        }
+    }
+    printf("attention, %d new tokens over a cached %d-token prefix (14 heads / 2 KV heads, head dim 64, "
+           "BF16 KV), 1 thread, %d reps: GFLOP/s / FMA peak, median (min..max)\n", NEW, PREFIX, reps);
+    double base_med = 0;
+    for (int c = 0; c < n_cases; c++) {
+        double med, lo, hi;
+        summarize(cases[c].gf, reps, &med, &lo, &hi);
+        if (c == 0) base_med = med;
+        printf("  %-18s %.3f (%.3f..%.3f)%s", cases[c].name, med, lo, hi, c ? "" : "\n");
+        if (c) printf("   %s: %.2fx faster\n", fast->name, base_med / med);
+    }
+    xi_pool_free(pool);
+    free(scratch);
+    free(k);
+    free(v);
+    free(q);
+    free(out);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int reps = 10, quick = 0, gemv_only = 0, gq = 0;
+    int reps = 10, quick = 0, gemv_only = 0, gq = 0, attn = 0;
     const char *layout = "ops";
     const char *kname = NULL, *precision = "both";
     int thread_list[4] = {1, 2}, n_tl = 2;
@@ -304,6 +374,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--gemv")) gemv_only = 1;
         else if (!strcmp(argv[i], "--gq")) gq = 1;
+        else if (!strcmp(argv[i], "--attn")) attn = 1;
         else if (!strcmp(argv[i], "--layout") && i + 1 < argc) layout = argv[++i];
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kname = argv[++i];
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) precision = argv[++i];
@@ -314,7 +385,7 @@ int main(int argc, char **argv) {
                 if (!*s) break;
             }
         } else {
-            fprintf(stderr, "usage: %s [--reps N] [--quick] [--gemv] [--gq] [--layout ops|row|both] "
+            fprintf(stderr, "usage: %s [--reps N] [--quick] [--gemv] [--gq] [--attn] [--layout ops|row|both] "
                             "[--kernels NAME] [--threads 1,2] [--precision int8|exact|both]\n", argv[0]);
             return 2;
         }
@@ -333,6 +404,7 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    if (attn) return bench_attn(ops, reps);
     if (gq) return bench_gq(precs[1] ? precs[1] : ops, reps, thread_list, n_tl);
 
     const xi_dtype dts[] = {XI_F32, XI_F16, XI_BF16, XI_Q8, XI_Q4_AWQ};

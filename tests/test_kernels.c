@@ -264,7 +264,7 @@ TEST(test_kernels_attention_matches_ref_for_every_kv_dtype) {
     const int nv = xi_ops_available(ops, 8);
     const xi_dtype dts[] = {XI_F32, XI_F16, XI_BF16};
     const int hds[] = {8, 20, 64};
-    float scratch[64];
+    float scratch[XI_ATTN_SCRATCH(16, 64)];
     for (int v = 1; v < nv; v++)
         for (size_t d = 0; d < XI_ARRAY_LEN(dts); d++)
             for (size_t hi = 0; hi < XI_ARRAY_LEN(hds); hi++) {
@@ -297,7 +297,7 @@ TEST(test_kernels_attention_decode_equals_prefill_bitwise) {
     const xi_ops *ops[8];
     const int nv = xi_ops_available(ops, 8);
     const xi_dtype dts[] = {XI_F32, XI_F16, XI_BF16};
-    float scratch[32];
+    float scratch[XI_ATTN_SCRATCH(8, 32)];
     for (int v = 0; v < nv; v++)
         for (size_t d = 0; d < XI_ARRAY_LEN(dts); d++) {
             const int hd = 32, n_heads = 4, n_kv = 2, bs = 8, n_ctx = 29;
@@ -322,6 +322,51 @@ TEST(test_kernels_attention_decode_equals_prefill_bitwise) {
             kv_free(&t);
             CHECKF(same, "%s kv %s", ops[v]->name, xi_dtype_name(dts[d]));
         }
+}
+
+/* The avx2 table's attention reorders independent work (four keys' dots at once, blocks
+ * outer and the heads of a KV head inner, keys widened once per block) but must compute
+ * exactly what the per-key loop computes: same bits for every KV dtype, head dim, block size
+ * (partial groups of four keys), context length (partial blocks) and head range (runs that
+ * start or end inside a GQA group). */
+TEST(test_kernels_avx2_attention_equals_per_key_loop_bitwise) {
+#if defined(__x86_64__)
+    const xi_ops *ops[8];
+    const int nv = xi_ops_available(ops, 8);
+    int have = 0;
+    for (int v = 0; v < nv; v++) have = have || ops[v]->attn == xi_avx2_attn;
+    if (!have) SKIP("this CPU has no AVX2 + FMA + F16C");
+    const xi_dtype dts[] = {XI_F32, XI_F16, XI_BF16};
+    const int hds[] = {8, 24, 64, 72, 128, 20}; /* 20: not a multiple of 8, the loop itself */
+    const int bss[] = {16, 5};
+    const int ranges[][2] = {{0, 8}, {1, 7}, {3, 5}, {2, 3}};
+    float *scratch = malloc(XI_ATTN_SCRATCH(16, 128) * sizeof(float));
+    for (size_t d = 0; d < XI_ARRAY_LEN(dts); d++)
+        for (size_t hi = 0; hi < XI_ARRAY_LEN(hds); hi++)
+            for (size_t bi = 0; bi < XI_ARRAY_LEN(bss); bi++) {
+                const int hd = hds[hi], n_heads = 8, n_kv = 2, bs = bss[bi], n_ctx = 61;
+                test_kv t;
+                kv_make(&t, dts[d], n_kv, hd, bs, n_ctx);
+                float *q = rand_vec(n_heads * hd), *o = malloc((size_t)(n_heads * hd) * 4),
+                      *ok = malloc((size_t)(n_heads * hd) * 4);
+                int same = 1;
+                for (int ctx = 1; ctx <= n_ctx; ctx += 6)
+                    for (size_t r = 0; r < XI_ARRAY_LEN(ranges); r++) {
+                        const int h0 = ranges[r][0], h1 = ranges[r][1];
+                        xi_avx2_attn(o, q, &t.kv, t.table, ctx, n_heads, h0, h1, 0.2f, scratch);
+                        xi_avx2_attn_keys(ok, q, &t.kv, t.table, ctx, n_heads, h0, h1, 0.2f, scratch);
+                        same = same && !memcmp(o + h0 * hd, ok + h0 * hd, (size_t)((h1 - h0) * hd) * 4);
+                    }
+                free(q);
+                free(o);
+                free(ok);
+                kv_free(&t);
+                CHECKF(same, "kv %s hd %d block %d", xi_dtype_name(dts[d]), hd, bs);
+            }
+    free(scratch);
+#else
+    SKIP("x86-64 only: the avx2 table's attention");
+#endif
 }
 
 TEST(test_kernels_rmsnorm_and_silu_mul_match_ref) {

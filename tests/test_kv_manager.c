@@ -29,6 +29,7 @@ static int admit(xi_kv_manager *km, xi_request *r, int32_t *hits, int *n_hit) {
     int hit_tokens = *n_hit * BS;
     if (xi_kv_manager_allocate_slots(km, r, r->n_tokens - hit_tokens, hit_tokens, hits, *n_hit))
         return -1;
+    xi_kv_manager_count_lookup(km, r, *n_hit);
     r->num_computed = r->n_tokens;
     return 0;
 }

@@ -175,6 +175,55 @@ TEST(test_scheduler_prefix_hit_starts_after_cached_blocks) {
     env_free(&e);
 }
 
+/* Requests that arrive together with a common prefix compute it once: the first one's blocks
+ * are registered when it is scheduled, so the next one, admitted in the same step, starts
+ * after them and computes only its own tokens (the forward writes every layer's keys before
+ * any attention reads them). */
+TEST(test_scheduler_same_step_arrivals_compute_a_shared_prefix_once) {
+    env e;
+    CHECK(env_init(&e, 64, 8, 100, 1024, 1, 1) == 0);
+    xi_request *a = mkreq(0, 14, 1, 5), *b = mkreq(1, 13, 1, 5); /* b: a's first 13 tokens */
+    xi_sched_add(&e.s, a);
+    xi_sched_add(&e.s, b);
+    CHECK_EQ(xi_sched_schedule(&e.s), 2);
+    CHECK(e.s.out.reqs[0] == a && e.s.out.start[0] == 0 && e.s.out.n_tokens[0] == 14);
+    CHECK(e.s.out.reqs[1] == b);
+    CHECK_EQ(e.s.out.start[1], 12);
+    CHECK_EQ(e.s.out.n_tokens[1], 1);
+    CHECK_EQ(e.s.out.total_tokens, 15);
+    for (int i = 0; i < 3; i++) CHECK_EQ(b->blocks[i], a->blocks[i]);
+    CHECK_EQ(e.km.hits, 12);
+    rmreq(a);
+    rmreq(b);
+    env_free(&e);
+}
+
+/* The prefix-cache statistics count each admitted request once: a request looked up but left
+ * waiting (here: its whole prompt does not fit the budget left) is counted when it runs. */
+TEST(test_scheduler_counts_a_request_that_waited_once_in_prefix_stats) {
+    env e;
+    CHECK(env_init(&e, 64, 8, 16, 1024, 0, 1) == 0);
+    xi_request *a = mkreq(0, 10, 1, 5), *b = mkreq(1, 10, 500, 5), *c = mkreq(2, 10, 1, 5);
+    xi_sched_add(&e.s, a);
+    xi_sched_add(&e.s, b);
+    CHECK_EQ(xi_sched_schedule(&e.s), 1); /* b's 10 tokens do not fit the 6 left */
+    CHECK_EQ(e.km.queries, 10);
+    step_update(&e.s, 1);
+    CHECK_EQ(xi_sched_schedule(&e.s), 2);
+    CHECK(planned(&e.s, b) == 1);
+    CHECK_EQ(e.km.queries, 20);
+    CHECK_EQ(e.km.hits, 0);
+    step_update(&e.s, 2);
+    xi_sched_add(&e.s, c); /* a's prompt again: two of its blocks hit */
+    CHECK_EQ(xi_sched_schedule(&e.s), 3);
+    CHECK_EQ(e.km.queries, 30);
+    CHECK_EQ(e.km.hits, 8);
+    rmreq(a);
+    rmreq(b);
+    rmreq(c);
+    env_free(&e);
+}
+
 TEST(test_scheduler_preempts_newest_and_resumes_with_its_outputs) {
     env e;
     /* 6 usable blocks of 4: two prompts of 11 tokens take 3 blocks each; the first decode

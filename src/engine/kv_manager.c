@@ -20,7 +20,7 @@ void xi_kv_manager_free(xi_kv_manager *km) {
     memset(km, 0, sizeof *km);
 }
 
-int xi_kv_manager_get_computed_blocks(xi_kv_manager *km, const xi_request *r, int32_t *out) {
+int xi_kv_manager_get_computed_blocks(const xi_kv_manager *km, const xi_request *r, int32_t *out) {
     if (!km->enable_caching || r->lim.skip_prefix_cache) return 0;
     int max_blocks = (r->n_tokens - 1) / km->block_size;
     if (max_blocks > r->n_hashes) max_blocks = r->n_hashes;
@@ -30,14 +30,18 @@ int xi_kv_manager_get_computed_blocks(xi_kv_manager *km, const xi_request *r, in
         if (id < 0) break;
         out[n++] = id;
     }
+    return n;
+}
+
+void xi_kv_manager_count_lookup(xi_kv_manager *km, const xi_request *r, int n_hit_blocks) {
+    if (!km->enable_caching || r->lim.skip_prefix_cache) return;
     if (r->n_preemptions) {
         km->preempted_queries += r->n_tokens;
-        km->preempted_hits += (int64_t)n * km->block_size;
+        km->preempted_hits += (int64_t)n_hit_blocks * km->block_size;
     } else {
         km->queries += r->n_tokens;
-        km->hits += (int64_t)n * km->block_size;
+        km->hits += (int64_t)n_hit_blocks * km->block_size;
     }
-    return n;
 }
 
 int xi_kv_manager_allocate_slots(xi_kv_manager *km, xi_request *r, int num_new_tokens,

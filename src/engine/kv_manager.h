@@ -30,7 +30,12 @@ void xi_kv_manager_free(xi_kv_manager *km);
  * so the last token is always computed (its logits are needed). Writes the block ids to
  * out[r->cap_blocks] and returns their count (tokens = count * block_size). Nothing is
  * touched yet; allocate_slots does that. */
-int xi_kv_manager_get_computed_blocks(xi_kv_manager *km, const xi_request *r, int32_t *out);
+int xi_kv_manager_get_computed_blocks(const xi_kv_manager *km, const xi_request *r, int32_t *out);
+
+/* Add one lookup of r that found n_hit_blocks to the statistics. The scheduler calls it when
+ * it admits r, not at every lookup: a request that waits a step (no budget, no blocks) is
+ * looked up again, and counting each lookup would count its tokens and hits twice. */
+void xi_kv_manager_count_lookup(xi_kv_manager *km, const xi_request *r, int n_hit_blocks);
 
 /* Make room for num_new_tokens more tokens of r after its num_computed tokens plus
  * num_new_computed cached ones (the blocks new_computed[n_new_computed] from the lookup).

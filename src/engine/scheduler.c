@@ -196,6 +196,7 @@ int xi_sched_schedule(xi_scheduler *s) {
         n_new = XI_MIN(n_new, budget);
         if (xi_kv_manager_allocate_slots(s->kv, r, n_new, hit_tokens, s->hit_blocks, n_hit))
             break;
+        xi_kv_manager_count_lookup(s->kv, r, n_hit);
         wait_unlink(s, r);
         r->status = XI_REQ_RUNNING;
         r->num_computed = hit_tokens;

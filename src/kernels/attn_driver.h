@@ -3,6 +3,7 @@
  *   float dot_t(const float *q, xi_dtype t, const void *k, int64_t off, int n)
  *   void axpy_t(float *o, float p, xi_dtype t, const void *v, int64_t off, int n)  o += p v
  *   void scale_vec(float *o, float c, int n)                                       o *= c
+ *   float exp1(float x)                                                            e^x
  * It defines `static void attn_driver(...)` with the xi_ops.attn signature. */
 #include <math.h>
 
@@ -27,11 +28,11 @@ XI_INLINE void attn_t(xi_dtype t, float *out, const float *q, const xi_kv_view *
                 if (scratch[tk] > mb) mb = scratch[tk];
             }
             const float mn = mb > m ? mb : m;
-            const float corr = expf(m - mn); /* 0 on the first block: m = -inf */
+            const float corr = exp1(m - mn); /* (about) 0 on the first block: m = -inf; l, o are 0 */
             l *= corr;
             scale_vec(o, corr, hd);
             for (int tk = 0; tk < nt; tk++) {
-                const float p = expf(scratch[tk] - mn);
+                const float p = exp1(scratch[tk] - mn);
                 l += p;
                 axpy_t(o, p, t, kv->v, base + (int64_t)tk * hd, hd);
             }

@@ -100,6 +100,9 @@ static inline int xi_q4_at(const xi_weight *w, int64_t n, int64_t k) {
     return k & 1 ? row[k / 2] >> 4 : row[k / 2] & 15;
 }
 
+/* Floats of scratch one xi_ops.attn call needs (per thread). */
+#define XI_ATTN_SCRATCH(block_size, head_dim) ((size_t)(block_size) * (2 * (size_t)(head_dim) + 1))
+
 /* One layer's view of the paged KV store. K of (block b, kv head h, slot t, dim d) is at
  * element k[b * block_stride + h * head_stride + t * head_dim + d]; V likewise from v. */
 typedef struct xi_kv_view {
@@ -161,7 +164,8 @@ struct xi_ops {
      * heads [h0, h1). q and out are [n_heads][head_dim]. GQA: query head h reads kv head
      * h / (n_heads / n_kv_heads). Keys are visited block by block in table order with an
      * online softmax, so the result for a token does not depend on the other tokens
-     * computed with it. scratch holds at least block_size floats. */
+     * computed with it. scratch holds XI_ATTN_SCRATCH(block_size, head_dim) floats (a
+     * block's scores, and its keys and values widened to f32). */
     void (*attn)(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
                  int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch);
     /* y = x / sqrt(mean(x^2) + eps) * w, n elements; y may alias x. */
@@ -203,6 +207,12 @@ const xi_ops *xi_ops_ref(void);
 /* ISA variants; call only when the CPU has the instructions (xi_ops_select checks). */
 #if defined(__x86_64__)
 const xi_ops *xi_ops_avx2(void); /* AVX2 + FMA + F16C */
+/* The avx2 table's attention (xi_avx2_attn) and the per-key loop it reproduces bitwise
+ * (xi_avx2_attn_keys, any head dim); both have the xi_ops.attn signature. */
+void xi_avx2_attn(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
+                  int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch);
+void xi_avx2_attn_keys(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
+                       int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch);
 /* The variants' integer matmuls and quantizers (their int8 tables' matmul_q, quantize_block). */
 void xi_matmul_q_avx2(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                       int64_t n0, int64_t n1);

@@ -235,10 +235,11 @@ int xi_model_forward_rank(xi_model *m, xi_kv_store *kv, const xi_batch *b, float
     if (check_batch(m, kv, b, err, errlen)) return -1;
     if (xi_model_reserve(m, b->n_tokens, b->n_logits, err, errlen)) return -1;
     const int bs = xi_kv_store_block_size(kv);
-    if (bs > m->cap_scratch) {
-        const size_t n = (size_t)bs * (size_t)xi_pool_size(m->pool);
+    const size_t per_thread = XI_ATTN_SCRATCH(bs, c->head_dim);
+    if (per_thread > (size_t)m->cap_scratch) {
+        const size_t n = per_thread * (size_t)xi_pool_size(m->pool);
         if (grow(&m->attn_scratch, n)) return xi_errf(err, errlen, "out of memory");
-        m->cap_scratch = bs;
+        m->cap_scratch = (int)per_thread;
     }
     const int T = b->n_tokens, hd = c->head_dim, half = hd / 2;
     const int64_t h = c->hidden_size;

@@ -47,6 +47,8 @@ static void scale_vec(float *o, float c, int n) {
     for (; d < n; d++) o[d] *= c;
 }
 
+static float exp1(float x) { return expf(x); }
+
 #include "kernels/attn_driver.h"
 
 static void neon_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {

@@ -46,6 +46,29 @@ XI_INLINE __m256 avx2_load8(xi_dtype t, const void *p, int64_t i) {
     }
 }
 
+/* exp(x) for 8 lanes: Cephes-style range reduction x = n ln2 + r and a degree-6 polynomial;
+ * inputs are clamped to [-87.3, 88.3] so 2^n stays a normal float (relative error ~2e-7). */
+XI_INLINE __m256 avx2_exp(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* One lane of avx2_exp: the same bits as the 8-lane form for the same input. */
+XI_INLINE float avx2_exp1(float x) { return _mm256_cvtss_f32(avx2_exp(_mm256_set1_ps(x))); }
+
 /* Store columns [lo, hi) (relative to the tile's first column) of block b, scaled for Q8. */
 XI_INLINE void bstore(float *y, __m256 v, const float *sc, int b, int64_t lo, int64_t hi) {
     if (sc) v = _mm256_mul_ps(v, _mm256_loadu_ps(sc + b * 8));

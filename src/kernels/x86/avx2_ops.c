@@ -1,6 +1,6 @@
-/* kernels/x86/avx2_ops: attention, RMSNorm and SiLU*mul with AVX2 + FMA + F16C, and the
- * `avx2` op table. Attention for one token depends only on that token's query and keys, so
- * decode and prefill give the same bits. */
+/* kernels/x86/avx2_ops: the per-key attention loop, RMSNorm and SiLU*mul with AVX2 + FMA +
+ * F16C, and the `avx2` op table (its attention is avx2_attn.c). Attention for one token
+ * depends only on that token's query and keys, so decode and prefill give the same bits. */
 #include <math.h>
 
 #include "kernels/x86/avx2_common.h"
@@ -8,25 +8,8 @@
 void xi_avx2_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                     const xi_weight *w, int64_t n0, int64_t n1);
 
-/* exp(x) for 8 lanes: Cephes-style range reduction x = n ln2 + r and a degree-6 polynomial;
- * inputs are clamped to [-87.3, 88.3] so 2^n stays a normal float (relative error ~2e-7). */
-XI_INLINE __m256 avx2_exp(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
-    const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
+/* The attention loop's exponential: avx2_exp's, as avx2_attn.c computes 8 at a time. */
+static float exp1(float x) { return avx2_exp1(x); }
 
 /* sum_d a[d] * b[d] for an f32 a and a b of type t, in the 8-lane order plus scalar tail. */
 XI_INLINE float dot_t(const float *a, xi_dtype t, const void *b, int64_t off, int n) {
@@ -57,6 +40,13 @@ static void scale_vec(float *o, float c, int n) {
 }
 
 #include "kernels/attn_driver.h"
+
+/* The per-key attention loop, for any head dim: what xi_avx2_attn (avx2_attn.c) runs when the
+ * head dim is not a multiple of 8, and the order it must reproduce bit for bit otherwise. */
+void xi_avx2_attn_keys(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
+                       int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch) {
+    attn_driver(out, q, kv, block_table, n_ctx, n_heads, h0, h1, scale, scratch);
+}
 
 static void avx2_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     __m256 acc = _mm256_setzero_ps();
@@ -98,7 +88,7 @@ static void avx2_silu_mul(float *y, const float *gate, const float *up, int64_t 
 #define AVX2_TABLE(prec, other, mq, qb, gq, qa)                                              \
     {                                                                                          \
         .name = "avx2", .precision = prec, .twin = &other, .weight_block = 8, .q4_block = 16,   \
-        .matmul = xi_avx2_matmul, .attn = attn_driver, .rmsnorm = avx2_rmsnorm,                  \
+        .matmul = xi_avx2_matmul, .attn = xi_avx2_attn, .rmsnorm = avx2_rmsnorm,                \
         .silu_mul = avx2_silu_mul, .matmul_q = mq, .quantize_block = qb,                        \
         .matmul_gq = gq, .quantize_act = qa,                                                    \
     }
