@@ -260,3 +260,53 @@ TEST(test_kernels_gq_every_variant_quantizes_activations_as_ref) {
     free(want);
     free(got);
 }
+
+/* From 16 rows a threaded matmul quantizes its rows once, split across the pool, for all its
+ * threads: the bits stay those of one thread quantizing everything (xi_matmul_part), for
+ * GGML and Q8 weights, alone and beside a second linear of another format, on 1-3 threads. */
+TEST(test_kernels_shared_row_quantization_keeps_the_bits) {
+    char err[512] = "";
+    xi_gguf *g = xi_gguf_open(xi_test_data("gguf/llama256-random-q4_k_m.gguf"), err, sizeof err);
+    CHECKF(g, "%s", err);
+    const xi_gguf_tensor *t = xi_gguf_find_tensor(g, "blk.0.ffn_up.weight");
+    CHECK(t && t->type->id == XI_GGML_Q4_K);
+    const int64_t N = t->ne[1], K = t->ne[0], R = 40;
+    const xi_weight wg = gguf_weight(t, N);
+    float *wf = rand_vec(N * K);
+    xi_weight wq;
+    void *owned;
+    size_t ob;
+    CHECK(!xi_weight_quantize_q8(&wq, wf, XI_F32, N, K, &owned, &ob, err, sizeof err));
+    float *x = rand_vec(R * K), *want = malloc((size_t)(R * N) * 8), *got = malloc((size_t)(R * N) * 8);
+    const xi_ops *ops[8];
+    const int nv = int8_variants(ops);
+    const xi_weight *pairs[3][2] = {{&wg, NULL}, {&wq, NULL}, {&wq, &wg}};
+    int runs = 0;
+    for (int v = 0; v < nv; v++)
+        for (int p = 0; p < 3; p++) {
+            const int n = pairs[p][1] ? 2 : 1;
+            xi_linear lw[2], lg[2];
+            for (int i = 0; i < n; i++) {
+                lw[i] = (xi_linear){want + (size_t)i * R * N, pairs[p][i], NULL};
+                lg[i] = (xi_linear){got + (size_t)i * R * N, pairs[p][i], NULL};
+            }
+            xi_matmul_part_n(ops[v], x, K, R, lw, n, N, 0, N);
+            for (int th = 1; th <= 3; th++) {
+                xi_pool *pool = xi_pool_new(th);
+                memset(got, 0xff, (size_t)(R * N) * 8);
+                xi_matmul_n(pool, ops[v], x, R, lg, n);
+                xi_pool_free(pool);
+                int64_t at = 0;
+                CHECKF(same_bits(want, got, (int64_t)n * R * N, &at), "%s, case %d, %d threads: differs at %lld",
+                       ops[v]->name, p, th, (long long)at);
+                runs++;
+            }
+        }
+    printf("  %d threaded runs of %lld rows bitwise one thread's\n", runs, (long long)R);
+    xi_free_big(owned, ob);
+    free(wf);
+    free(x);
+    free(want);
+    free(got);
+    xi_gguf_close(g);
+}

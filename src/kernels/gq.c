@@ -10,14 +10,24 @@ static void quantize_act_ref(int act, const float *x, void *out, int64_t n) {
     xi_qtype_quantize_act((xi_act_fmt)act, x, out, n);
 }
 
+size_t xi_gq_act_row_bytes(const xi_weight *w) {
+    const xi_act_fmt f = w->qtype->act;
+    return (size_t)(w->n_in / xi_act_block(f)) * (size_t)xi_act_block_bytes(f);
+}
+
+void xi_gq_quantize_rows(const xi_ops *ops, const xi_weight *w, const float *x, int64_t ldx,
+                         int64_t r0, int64_t r1, void *act) {
+    void (*qa)(int, const float *, void *, int64_t) = ops && ops->quantize_act ? ops->quantize_act : quantize_act_ref;
+    const size_t rb = xi_gq_act_row_bytes(w);
+    for (int64_t r = r0; r < r1; r++) qa((int)w->qtype->act, x + r * ldx, (uint8_t *)act + (size_t)r * rb, w->n_in);
+}
+
 const void *xi_gq_quantize(const xi_ops *ops, const xi_weight *w, const float *x, int64_t ldx,
                            int64_t rows, size_t *stride) {
-    void (*qa)(int, const float *, void *, int64_t) = ops && ops->quantize_act ? ops->quantize_act : quantize_act_ref;
-    const xi_act_fmt f = w->qtype->act;
-    const size_t rb = (size_t)(w->n_in / xi_act_block(f)) * (size_t)xi_act_block_bytes(f);
+    const size_t rb = xi_gq_act_row_bytes(w);
     uint8_t *a = xi_kernel_scratch(5, (size_t)rows * rb + 64);
     if (!a) return NULL;
-    for (int64_t r = 0; r < rows; r++) qa((int)f, x + r * ldx, a + (size_t)r * rb, w->n_in);
+    xi_gq_quantize_rows(ops, w, x, ldx, 0, rows, a);
     *stride = rb;
     return a;
 }

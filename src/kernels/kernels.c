@@ -40,18 +40,6 @@ void *xi_kernel_scratch(int slot, size_t bytes) {
     return p;
 }
 
-typedef struct {
-    const xi_ops *ops;
-    const float *x;
-    int64_t rows;
-    const xi_linear *l;
-    int n;
-    int epilogue;
-    float *residual;
-} matmul_job;
-
-enum { EPI_NONE, EPI_SILU, EPI_ADD };
-
 /* The activation rows of one job on one thread, quantized once for every linear whose format
  * needs it: x for the Q8 / Q4_AWQ dot products (qx) and for GGML weights (ga, in format ga_fmt). */
 typedef struct act_cache {
@@ -60,6 +48,19 @@ typedef struct act_cache {
     int ga_fmt;
     size_t ga_stride;
 } act_cache;
+
+typedef struct {
+    const xi_ops *ops;
+    const float *x;
+    int64_t rows;
+    const xi_linear *l;
+    int n;
+    int epilogue;
+    float *residual;
+    const act_cache *shared; /* rows quantized for every thread beforehand, or NULL */
+} matmul_job;
+
+enum { EPI_NONE, EPI_SILU, EPI_ADD };
 
 /* Columns [b, e) of y = x w^T through the precision's path: int8 tables quantize x (once per
  * cache) for integer formats; out of memory for the quantized rows (a few KB per row), the
@@ -98,7 +99,7 @@ static void add_bias(const xi_linear *l, int64_t ldy, int64_t rows, int64_t b, i
 static void matmul_task(void *ctx, int ith, int nth) {
     const matmul_job *j = ctx;
     long b, e;
-    act_cache c = {.ga_fmt = -1};
+    act_cache c = j->shared ? *j->shared : (act_cache){.ga_fmt = -1};
     for (int i = 0; i < j->n; i++) {
         const xi_linear *l = &j->l[i];
         const int64_t n_out = l->w->n_out;
@@ -119,31 +120,81 @@ static void matmul_task(void *ctx, int ith, int nth) {
     }
 }
 
+/* ---- quantizing a job's rows once for all its threads ----
+ * Each thread of a matmul job needs every row of x quantized, and quantizing them on every
+ * thread costs each one the whole quantization however many threads share the columns (on
+ * 64 threads as much as a third of a prefill matmul). From SHARED_ROWS rows on, a first pool
+ * run quantizes the rows for the first linear's format, split across the threads by rows, into
+ * the calling thread's scratch (slots 7..9), and the matmul threads start from it. A row's
+ * bytes are the same whichever thread quantizes it, so the bits do not change. */
+enum { SHARED_ROWS = 16 }; /* fewer: a second pool run costs more than it saves */
+
+typedef struct {
+    const xi_ops *ops;
+    const float *x;
+    int64_t rows;
+    const xi_weight *w; /* GGML: quantize into ga; otherwise into qx */
+    void *ga;
+    const xi_qx *qx;
+} quant_job;
+
+static void quant_task(void *ctx, int ith, int nth) {
+    const quant_job *q = ctx;
+    long b, e;
+    xi_split_range((long)q->rows, ith, nth, 1, &b, &e);
+    if (b >= e) return;
+    if (q->ga) xi_gq_quantize_rows(q->ops, q->w, q->x, q->w->n_in, b, e, q->ga);
+    else xi_qx_quantize_rows(q->ops, q->x, q->w->n_in, b, e, q->qx);
+}
+
+static void run_job(xi_pool *pool, matmul_job *j) {
+    const xi_ops *ops = j->ops;
+    const xi_weight *w = j->l[0].w;
+    act_cache shared = {.ga_fmt = -1};
+    xi_qx qx;
+    quant_job q = {ops, j->x, j->rows, w, NULL, NULL};
+    if (j->rows >= SHARED_ROWS && xi_pool_size(pool) > 1) {
+        const int bs = ops->matmul_q && w->dtype != XI_GGML ? xi_qdot_block(w) : 0;
+        if (w->dtype == XI_GGML && ops->matmul_gq) {
+            const size_t rb = xi_gq_act_row_bytes(w);
+            if ((q.ga = xi_kernel_scratch(7, (size_t)j->rows * rb + 64)))
+                shared = (act_cache){.ga = q.ga, .ga_fmt = (int)w->qtype->act, .ga_stride = rb};
+        } else if (bs && !xi_qx_alloc(&qx, 7, j->rows, w->n_in, bs)) {
+            q.qx = shared.qx = &qx;
+        }
+    }
+    if (q.ga || q.qx) {
+        xi_pool_run(pool, quant_task, &q);
+        j->shared = &shared;
+    }
+    xi_pool_run(pool, matmul_task, j);
+}
+
 void xi_matmul(xi_pool *pool, const xi_ops *ops, float *y, const float *x, int64_t rows,
                const xi_weight *w, const float *bias) {
     const xi_linear l = {y, w, bias};
-    matmul_job j = {ops, x, rows, &l, 1, EPI_NONE, NULL};
-    xi_pool_run(pool, matmul_task, &j);
+    matmul_job j = {ops, x, rows, &l, 1, EPI_NONE, NULL, NULL};
+    run_job(pool, &j);
 }
 
 void xi_matmul_n(xi_pool *pool, const xi_ops *ops, const float *x, int64_t rows,
                  const xi_linear *l, int n) {
-    matmul_job j = {ops, x, rows, l, n, EPI_NONE, NULL};
-    xi_pool_run(pool, matmul_task, &j);
+    matmul_job j = {ops, x, rows, l, n, EPI_NONE, NULL, NULL};
+    run_job(pool, &j);
 }
 
 void xi_matmul_silu(xi_pool *pool, const xi_ops *ops, float *gate, float *up, const float *x,
                     int64_t rows, const xi_weight *wgate, const xi_weight *wup) {
     const xi_linear l[2] = {{gate, wgate, NULL}, {up, wup, NULL}};
-    matmul_job j = {ops, x, rows, l, 2, EPI_SILU, NULL};
-    xi_pool_run(pool, matmul_task, &j);
+    matmul_job j = {ops, x, rows, l, 2, EPI_SILU, NULL, NULL};
+    run_job(pool, &j);
 }
 
 void xi_matmul_add(xi_pool *pool, const xi_ops *ops, float *residual, float *y, const float *x,
                    int64_t rows, const xi_weight *w) {
     const xi_linear l = {y, w, NULL};
-    matmul_job j = {ops, x, rows, &l, 1, EPI_ADD, residual};
-    xi_pool_run(pool, matmul_task, &j);
+    matmul_job j = {ops, x, rows, &l, 1, EPI_ADD, residual, NULL};
+    run_job(pool, &j);
 }
 
 void xi_matmul_part_n(const xi_ops *ops, const float *x, int64_t ldx, int64_t rows,

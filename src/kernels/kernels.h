@@ -202,6 +202,11 @@ void xi_matmul_gq_exact(float *y, int64_t ldy, const float *x, int64_t ldx, int6
  * when the scratch cannot be allocated. */
 const void *xi_gq_quantize(const xi_ops *ops, const xi_weight *w, const float *x, int64_t ldx,
                            int64_t rows, size_t *stride);
+/* Bytes of one quantized row for w, and rows [r0, r1) quantized into act (row r at
+ * act + r * xi_gq_act_row_bytes(w)). */
+size_t xi_gq_act_row_bytes(const xi_weight *w);
+void xi_gq_quantize_rows(const xi_ops *ops, const xi_weight *w, const float *x, int64_t ldx,
+                         int64_t r0, int64_t r1, void *act);
 
 const xi_ops *xi_ops_ref(void);
 /* ISA variants; call only when the CPU has the instructions (xi_ops_select checks). */
@@ -247,6 +252,12 @@ const xi_ops *xi_ops_precision(const xi_ops *ops, const char *precision, char *e
  * NULL when the scratch cannot be allocated. */
 const xi_qx *xi_qx_quantize(const xi_ops *ops, const float *x, int64_t ldx, int64_t rows,
                             int64_t n_in, int bs);
+/* The same into buffers of the caller's: qx's arrays in this thread's scratch slots slot,
+ * slot + 1, slot + 2 for rows x n_in (-1 when out of memory), then rows [r0, r1) quantized
+ * into them (any thread, each its own rows). */
+int xi_qx_alloc(xi_qx *qx, int slot, int64_t rows, int64_t n_in, int bs);
+void xi_qx_quantize_rows(const xi_ops *ops, const float *x, int64_t ldx, int64_t r0, int64_t r1,
+                         const xi_qx *qx);
 /* One block, the scalar definition (qdot.c). */
 void xi_qx_quantize_block_ref(int8_t *q, float *d, int32_t *s, const float *x, int64_t n);
 
@@ -290,10 +301,11 @@ int xi_weight_block_for(const xi_ops *ops, const xi_weight *w);
 /* ---- helpers shared by all variants (kernels.c) ---- */
 
 /* This thread's scratch buffer `slot` (0..XI_SCRATCH_SLOTS-1: 0, 1 the tiled matmul's, 2..4
- * the quantized x of qdot.c, 5 that of gq.c, 6 gq.c's dequantized row) of at least `bytes`, 64-byte aligned; it grows to the largest
+ * the quantized x of qdot.c, 5 that of gq.c, 6 gq.c's dequantized row, 7..9 the rows a
+ * threaded matmul quantizes once for all its threads, kernels.c) of at least `bytes`, 64-byte aligned; it grows to the largest
  * need once and is then reused, so steady-state steps allocate nothing, and is freed at
  * thread exit. NULL when out of memory. */
-#define XI_SCRATCH_SLOTS 7
+#define XI_SCRATCH_SLOTS 10
 void *xi_kernel_scratch(int slot, size_t bytes);
 
 /* y = x W^T (+ bias), split across the pool along output columns. bias may be NULL. */

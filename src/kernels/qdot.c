@@ -1,5 +1,5 @@
 /* kernels/qdot: the integer path's shared parts: per-block 8-bit quantization of activation
- * rows (once per matmul job and thread; kernels.c), the scalar oracle of the integer matmul
+ * rows (once per matmul job, on each thread or, from 16 rows on, split across them; kernels.c), the scalar oracle of the integer matmul
  * (xi_matmul_q_ref, every variant's twin) and the repack into the dot layout (kernels.h).
  *
  * Why these blocks: Q8 weights have one scale per output channel, so a block of 32 inputs
@@ -41,23 +41,37 @@ void xi_qx_quantize_block_ref(int8_t *q, float *d, int32_t *s, const float *x, i
     *s = sum;
 }
 
-const xi_qx *xi_qx_quantize(const xi_ops *ops, const float *x, int64_t ldx, int64_t rows,
-                            int64_t n_in, int bs) {
+void xi_qx_quantize_rows(const xi_ops *ops, const float *x, int64_t ldx, int64_t r0, int64_t r1,
+                         const xi_qx *qx) {
     void (*qb)(int8_t *, float *, int32_t *, const float *, int64_t) =
         ops && ops->quantize_block ? ops->quantize_block : xi_qx_quantize_block_ref;
-    static __thread xi_qx qx;
-    const int64_t nb = (n_in + bs - 1) / bs;
-    /* 64 bytes past the last row: a variant's 8-byte load of a row's last 4 inputs stays in */
-    int8_t *q = xi_kernel_scratch(2, (size_t)(rows * n_in) + 64);
-    float *d = xi_kernel_scratch(3, (size_t)(rows * nb) * 4);
-    int32_t *sm = xi_kernel_scratch(4, (size_t)(rows * nb) * 4);
-    if (!q || !d || !sm) return NULL;
-    for (int64_t r = 0; r < rows; r++)
+    const int64_t n_in = qx->n_in, nb = qx->nb, bs = qx->bs;
+    int8_t *q = (int8_t *)qx->q;
+    float *d = (float *)qx->d;
+    int32_t *sm = (int32_t *)qx->s;
+    for (int64_t r = r0; r < r1; r++)
         for (int64_t b = 0; b < nb; b++) {
-            const int64_t k0 = b * bs, n = XI_MIN((int64_t)bs, n_in - k0);
+            const int64_t k0 = b * bs, n = XI_MIN(bs, n_in - k0);
             qb(q + r * n_in + k0, d + r * nb + b, sm + r * nb + b, x + r * ldx + k0, n);
         }
-    qx = (xi_qx){.q = q, .d = d, .s = sm, .n_in = n_in, .nb = nb, .bs = bs};
+}
+
+int xi_qx_alloc(xi_qx *qx, int slot, int64_t rows, int64_t n_in, int bs) {
+    const int64_t nb = (n_in + bs - 1) / bs;
+    /* 64 bytes past the last row: a variant's 8-byte load of a row's last 4 inputs stays in */
+    int8_t *q = xi_kernel_scratch(slot, (size_t)(rows * n_in) + 64);
+    float *d = xi_kernel_scratch(slot + 1, (size_t)(rows * nb) * 4);
+    int32_t *sm = xi_kernel_scratch(slot + 2, (size_t)(rows * nb) * 4);
+    if (!q || !d || !sm) return -1;
+    *qx = (xi_qx){.q = q, .d = d, .s = sm, .n_in = n_in, .nb = nb, .bs = bs};
+    return 0;
+}
+
+const xi_qx *xi_qx_quantize(const xi_ops *ops, const float *x, int64_t ldx, int64_t rows,
+                            int64_t n_in, int bs) {
+    static __thread xi_qx qx;
+    if (xi_qx_alloc(&qx, 2, rows, n_in, bs)) return NULL;
+    xi_qx_quantize_rows(ops, x, ldx, 0, rows, &qx);
     return &qx;
 }
 
