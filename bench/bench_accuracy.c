@@ -8,6 +8,10 @@
  * stays identical.
  *
  *   bench_accuracy --model DIR [--quantization auto|int8] [--tokens 64] [--threads N] [--bos-only 1]
+ *                  [--compare precision|lm-head]
+ *
+ * With --compare lm-head, both run at the default kernel precision and differ only in the
+ * lm_head: 16-bit as stored (the reference) against --lm-head-quantization int8.
  *
  * Prints per-step logit error (max |d|, and rms(d) / std(logits) so random and trained
  * models compare), top-1 agreement under teacher forcing, and free-running greedy agreement. */
@@ -30,9 +34,10 @@ typedef struct {
     int vocab;
 } runner;
 
-static int runner_open(runner *r, xi_model_params p, const char *precision) {
+static int runner_open(runner *r, xi_model_params p, const char *precision, const char *lm_head) {
     char err[512];
     p.kernel_precision = precision;
+    p.lm_head_quantization = lm_head;
     if (!(r->m = xi_model_load(&p, err, sizeof err))) {
         fprintf(stderr, "bench_accuracy: %s\n", err);
         return -1;
@@ -89,13 +94,15 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     xi_model_params p = {.n_threads = 0};
-    int n_tok = 64, np = PROMPT;
+    int n_tok = 64, np = PROMPT, lm = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) p.dir = argv[i + 1];
         else if (!strcmp(argv[i], "--quantization")) p.quantization = argv[i + 1];
         else if (!strcmp(argv[i], "--tokens")) n_tok = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) p.n_threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bos-only")) np = atoi(argv[i + 1]) ? 1 : PROMPT;
+        else if (!strcmp(argv[i], "--compare") && (!strcmp(argv[i + 1], "lm-head") || !strcmp(argv[i + 1], "precision")))
+            lm = !strcmp(argv[i + 1], "lm-head");
         else {
             fprintf(stderr, "bench_accuracy: unknown flag %s\n", argv[i]);
             return 2;
@@ -103,11 +110,14 @@ int main(int argc, char **argv) {
     }
     if (!p.dir || n_tok < 1 || n_tok + PROMPT > MAX_TOKENS) {
         fprintf(stderr, "usage: bench_accuracy --model DIR [--quantization auto|int8] [--tokens N<=%d] "
-                        "[--threads N] [--bos-only 1]\n", MAX_TOKENS - PROMPT);
+                        "[--threads N] [--bos-only 1] [--compare precision|lm-head]\n", MAX_TOKENS - PROMPT);
         return 2;
     }
     runner ex = {0}, q8 = {0};
-    if (runner_open(&ex, p, "exact") || runner_open(&q8, p, "int8")) return 1;
+    /* the reference and the variant measured against it */
+    const char *ref_prec = lm ? NULL : "exact", *var_prec = lm ? NULL : "int8",
+               *var_lm = lm ? "int8" : NULL, *what = lm ? "int8 lm_head vs 16-bit" : "int8 vs exact";
+    if (runner_open(&ex, p, ref_prec, NULL) || runner_open(&q8, p, var_prec, var_lm)) return 1;
     const int V = ex.vocab;
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)(PROMPT + n_tok)), *free_run = malloc(sizeof(int32_t) * (size_t)n_tok);
     double *maxd = malloc(sizeof(double) * (size_t)n_tok), *rel = malloc(sizeof(double) * (size_t)n_tok),
@@ -142,7 +152,7 @@ int main(int argc, char **argv) {
     }
     /* free running: the int8 model decodes on its own from the prompt */
     runner_close(&q8);
-    if (runner_open(&q8, p, "int8")) return 1;
+    if (runner_open(&q8, p, var_prec, var_lm)) return 1;
     int same_prefix = -1, same_pos = 0;
     for (int t = 0; t < n_tok; t++) {
         const int start = t ? np + t - 1 : 0, n = t ? 1 : np;
@@ -159,8 +169,8 @@ int main(int argc, char **argv) {
     qsort(margin, (size_t)n_tok, sizeof *margin, cmp_double);
     printf("model %s  quantization %s  kernels %s  vocab %d  %d prompt + %d tokens\n", p.dir,
            xi_model_quantization(ex.m), xi_model_ops(ex.m)->name, V, np, n_tok);
-    printf("int8 vs exact logits, per step: max |d| median %.4g (max %.4g); rms(d)/std(logits) "
-           "median %.4g (max %.4g)\n", maxd[n_tok / 2], worst, rel[n_tok / 2], rel[n_tok - 1]);
+    printf("%s logits, per step: max |d| median %.4g (max %.4g); rms(d)/std(logits) "
+           "median %.4g (max %.4g)\n", what, maxd[n_tok / 2], worst, rel[n_tok / 2], rel[n_tok - 1]);
     printf("top-1 under teacher forcing: %d/%d agree (exact top-1 margin: median %.4g, min %.4g)\n",
            agree, n_tok, margin[n_tok / 2], margin[0]);
     printf("greedy free-running: identical for the first %d/%d tokens, same token at %d/%d positions\n",

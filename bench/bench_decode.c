@@ -95,6 +95,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--model")) p.dir = argv[i + 1];
         else if (!strcmp(argv[i], "--dtype")) p.dtype = argv[i + 1];
         else if (!strcmp(argv[i], "--quantization")) p.quantization = argv[i + 1];
+        else if (!strcmp(argv[i], "--lm-head-quantization")) p.lm_head_quantization = argv[i + 1];
         else if (!strcmp(argv[i], "--load-format")) p.load_format = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) p.n_threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
@@ -111,7 +112,7 @@ int main(int argc, char **argv) {
         batch * BLK_PER_SEQ > 512 || (batch > 1 && 16 + decode_tokens > BLK_PER_SEQ * 16)) {
         fprintf(stderr, "usage: bench_decode --model DIR [--dtype D] [--quantization Q] [--threads N] "
                         "[--reps R] [--decode-tokens N] [--prefill N<=1024] [--batch B<=64] "
-                        "[--kernel-precision int8|exact]\n");
+                        "[--kernel-precision int8|exact] [--lm-head-quantization none|int8]\n");
         return 1;
     }
     char err[512];
@@ -183,8 +184,9 @@ int main(int argc, char **argv) {
         }
     }
     double m1, l1, h1;
-    printf("model %s  load %s  dtype %s  quantization %s  kernels %s (%s)  threads %d  weights %.1f MiB  reps %d\n",
+    printf("model %s  load %s  dtype %s  quantization %s  lm_head %s  kernels %s (%s)  threads %d  weights %.1f MiB  reps %d\n",
            p.dir, p.load_format ? p.load_format : "auto", xi_dtype_name(xi_model_dtype(r.m)), xi_model_quantization(r.m),
+           xi_model_lm_head_quantization(r.m),
            xi_model_ops(r.m)->name, xi_model_ops(r.m)->precision, threads, wbytes / (1 << 20), reps);
     stats(bw, reps, &m1, &l1, &h1);
     printf("read bandwidth        %8.2f GB/s   (min %.2f, max %.2f)\n", m1 / 1e9, l1 / 1e9, h1 / 1e9);

@@ -37,6 +37,7 @@ typedef struct xi_engine_params {
     const char *dtype;              /* "auto" (as stored), "float32", "bfloat16", "float16" */
     const char *kv_cache_dtype;     /* "auto" (= model dtype), "float32", "bfloat16", "float16" */
     const char *quantization;       /* NULL/"auto" (from the checkpoint), "awq", "int8", "none" */
+    const char *lm_head_quantization; /* NULL/"none" (16-bit as stored) or "int8" (per row, at load) */
     const char *load_format;        /* "auto" (copy into own memory) or "mmap" (zero-copy) */
     int64_t kv_cache_memory_bytes;  /* 0: VLLM_CPU_KVCACHE_SPACE GiB, else 4 GiB */
     double gpu_memory_utilization;  /* > 0: that fraction of available memory minus weights */
@@ -85,6 +86,7 @@ typedef struct xi_engine_info {
     const char *dtype;              /* activations/weights as loaded: "float32", "bfloat16", ... */
     const char *kv_cache_dtype;
     const char *quantization;       /* "none", "awq", "int8" */
+    const char *lm_head_quantization; /* "none" or "int8" */
     const char *kernels;            /* kernel variant in use */
     const char *kernel_precision;   /* "int8" or "exact" (the activations of quantized weights) */
     int vocab_size;

@@ -14,10 +14,15 @@ xi_model *tm_load(const char *rel, const char *dtype, const char *kernels, int t
 
 xi_model *tm_load_ex(const char *rel, const char *dtype, const char *quant, const char *kernels,
                      int threads) {
+    return tm_load_lm(rel, dtype, quant, NULL, kernels, threads);
+}
+
+xi_model *tm_load_lm(const char *rel, const char *dtype, const char *quant, const char *lm_head,
+                     const char *kernels, int threads) {
     char err[512] = "";
     char *dir = rel[0] == '/' ? xi_strdup(rel) : xi_test_data(rel);
     xi_model_params p = {.dir = dir, .dtype = dtype, .quantization = quant, .kernels = kernels,
-                         .n_threads = threads};
+                         .lm_head_quantization = lm_head, .n_threads = threads};
     xi_model *m = xi_model_load(&p, err, sizeof err);
     if (!m) fprintf(stderr, "    load %s: %s\n", dir, err);
     free(dir);
@@ -186,7 +191,12 @@ void tm_int8_tracks_float(const char *rel, const int32_t *ids, int n, double byt
 /* The same sequence computed alone and as one of 17 sequences in a batch gives the same bits;
  * so does feeding its prompt in chunks of 1, 5 and 16 tokens. */
 void tm_invariance(const char *kernels, const char *rel, xi_dtype kvt, const char *quant) {
-    xi_model *m = tm_load_ex(rel, NULL, quant, kernels, 2);
+    tm_invariance_lm(kernels, rel, kvt, quant, NULL);
+}
+
+void tm_invariance_lm(const char *kernels, const char *rel, xi_dtype kvt, const char *quant,
+                      const char *lm_head) {
+    xi_model *m = tm_load_lm(rel, NULL, quant, lm_head, kernels, 2);
     CHECK(m);
     const xi_config *c = xi_model_config(m);
     const int V = c->vocab_size, NP = 40;

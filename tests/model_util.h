@@ -14,6 +14,9 @@ xi_model *tm_load(const char *rel, const char *dtype, const char *kernels, int t
 /* The same with a --quantization (NULL: as the checkpoint); rel may be an absolute folder. */
 xi_model *tm_load_ex(const char *rel, const char *dtype, const char *quant, const char *kernels,
                      int threads);
+/* ... and an --lm-head-quantization (NULL: as stored). */
+xi_model *tm_load_lm(const char *rel, const char *dtype, const char *quant, const char *lm_head,
+                     const char *kernels, int threads);
 
 typedef struct tm_seq {
     int32_t table[256];  /* block ids */
@@ -83,6 +86,9 @@ void tm_int8_tracks_float(const char *rel, const int32_t *ids, int n, double byt
 /* The same sequence computed alone and as one of 17 sequences in a batch gives the same bits;
  * so does feeding its prompt in chunks of 1, 5 and 16 tokens. KV cache of dtype kvt. */
 void tm_invariance(const char *kernels, const char *rel, xi_dtype kvt, const char *quant);
+/* The same with an --lm-head-quantization. */
+void tm_invariance_lm(const char *kernels, const char *rel, xi_dtype kvt, const char *quant,
+                      const char *lm_head);
 
 void tm_reference(const char *kernels, const char *rel, double *err_first8, double *err_last);
 /* The same for the model at model (a folder or file: shared-data relative or absolute) against

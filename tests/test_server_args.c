@@ -68,6 +68,21 @@ TEST(test_serve_args_defaults_match_vllm) {
     CHECK_EQ(a.n_notices, 0);
 }
 
+/* The lm_head as stored unless asked; int8 or none only. */
+TEST(test_serve_args_lm_head_quantization) {
+    xi_serve_args a;
+    char err[256] = "";
+    fake_env_value = NULL;
+    CHECK(PARSE(&a, all_dirs, "/m") == 0);
+    CHECK(a.engine.lm_head_quantization == NULL);
+    CHECK(PARSE(&a, all_dirs, "/m", "--lm-head-quantization", "int8") == 0);
+    CHECK_STR(a.engine.lm_head_quantization, "int8");
+    CHECK(PARSE(&a, all_dirs, "/m", "--lm-head-quantization=none") == 0);
+    CHECK_STR(a.engine.lm_head_quantization, "none");
+    CHECK(PARSE(&a, all_dirs, "/m", "--lm-head-quantization", "int4") == -1);
+    CHECKF(strstr(err, "--lm-head-quantization") && strstr(err, "int4"), "%s", err);
+}
+
 TEST(test_serve_args_name_then_model_path_serves_path_under_name) {
     xi_serve_args a;
     char err[256] = "";
@@ -249,7 +264,7 @@ TEST(test_serve_args_help_lists_every_flag) {
     const char *h = xi_serve_args_help();
     static const char *const must[] = {
         "--model", "--served-model-name", "--host", "--port", "--api-key", "--dtype",
-        "--quantization", "-q", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens",
+        "--quantization", "-q", "--lm-head-quantization", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens",
         "--kv-cache-dtype", "--enable-prefix-caching", "--no-enable-prefix-caching",
         "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--block-size",
         "--kv-cache-memory-bytes", "--gpu-memory-utilization", "--seed", "--generation-config",

@@ -241,6 +241,7 @@ xi_engine *xi_engine_open(const xi_engine_params *params, char *err, size_t errl
         goto fail;
     xi_model_params mp = {.dir = params->model_dir, .dtype = params->dtype, .comm = e->comm,
                           .quantization = params->quantization, .load_format = params->load_format,
+                          .lm_head_quantization = params->lm_head_quantization,
                           .kernels = params->kernels, .n_threads = params->n_threads,
                           .kernel_precision = params->kernel_precision,
                           .progress = params->load_progress,
@@ -312,6 +313,7 @@ xi_engine *xi_engine_open(const xi_engine_params *params, char *err, size_t errl
     snprintf(e->quant_name, sizeof e->quant_name, "%s",
              q && !strcmp(q, "int8") ? "int8" : cfg->quant_awq ? "awq" : "none");
     in->quantization = e->quant_name;
+    in->lm_head_quantization = xi_model_lm_head_quantization(e->model);
     in->kernels = xi_model_ops(e->model)->name;
     in->kernel_precision = xi_model_ops(e->model)->precision;
     in->vocab_size = cfg->vocab_size;

@@ -39,6 +39,7 @@ int xi_engine_run_rank(const xi_engine_params *p, char *err, size_t errlen) {
     xi_comm *c = xi_engine_tp_comm(tp, 1, err, errlen);
     if (!c) return -1;
     xi_model_params mp = {.dir = p->model_dir, .dtype = p->dtype, .quantization = p->quantization,
+                          .lm_head_quantization = p->lm_head_quantization,
                           .load_format = p->load_format, .kernels = p->kernels,
                           .kernel_precision = p->kernel_precision, .n_threads = p->n_threads, .comm = c};
     xi_model *m = xi_model_load(&mp, err, errlen);

@@ -70,6 +70,7 @@ static void usage(FILE *f) {
             "             --seed S  --ignore-eos\n"
             "  model:     --dtype auto|float32|bfloat16|float16  --kv-cache-dtype auto|float32|bfloat16|float16\n"
             "             --quantization auto|awq|int8|none  --load-format auto|mmap  --threads N\n"
+            "             --lm-head-quantization none|int8 (lm_head 16-bit as stored, or int8 per row)\n"
             "             -tp N (tensor parallel over N MPI ranks; starts mpirun itself)\n"
             "             --kernel-precision int8|exact (quantized weights with 8-bit or fp32 activations)\n"
             "             --download-dir DIR  --revision REV  (ORG/NAME is pulled on first use)\n"
@@ -193,6 +194,9 @@ int cmd_generate(int argc, char **argv) {
         } else if (FLAG("--quantization") || FLAG("-q")) {
             if (r < 0) goto missing;
             ep.quantization = v;
+        } else if (FLAG("--lm-head-quantization")) {
+            if (r < 0) goto missing;
+            ep.lm_head_quantization = v;
         } else if (FLAG("--load-format")) {
             if (r < 0) goto missing;
             ep.load_format = v;

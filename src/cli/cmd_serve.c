@@ -41,7 +41,8 @@ static void log_startup(const xi_serve_args *a, const xi_engine_info *in) {
                a->served_names[0]);
     xi_srv_log("dtype %s, kernels %s (%s precision), %d threads", in->dtype ? in->dtype : "?",
                in->kernels ? in->kernels : "?", in->kernel_precision ? in->kernel_precision : "?", in->n_threads);
-    xi_srv_log("quantization %s", in->quantization ? in->quantization : "none");
+    xi_srv_log("quantization %s, lm_head %s", in->quantization ? in->quantization : "none",
+               in->lm_head_quantization && !strcmp(in->lm_head_quantization, "int8") ? "int8" : "as stored");
     xi_srv_log("KV cache: %d blocks (%d tokens), %.1f MiB, dtype %s", in->num_kv_blocks,
                in->num_kv_blocks * in->block_size, (double)in->kv_cache_bytes / (1 << 20),
                in->kv_cache_dtype ? in->kv_cache_dtype : "?");

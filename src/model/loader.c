@@ -258,6 +258,29 @@ static int load_awq(xi_model *m, xi_weight *w, xi_awq_src *lazy, const char *mod
     return 0;
 }
 
+/* The matrix name [rows, cols] (or its slice sl, NULL: all) quantized to int8 per output row
+ * (XI_Q8) in the kernels' layout; a GGUF matrix in a ggml block format stays as stored. */
+static int load_q8(xi_model *m, xi_weight *w, const char *name, int64_t rows, int64_t cols,
+                   const xi_slice *sl, int zero_copy, char *err, size_t errlen) {
+    int64_t shape[2] = {rows, cols};
+    const xi_st_tensor *t = bind(m, name, 2, shape, 1, err, errlen);
+    if (!t) return -1;
+    const xi_slice full = {0, rows, 0, cols};
+    if (t->dtype == XI_GGML) /* already quantized: kept as it is */
+        return load_ggml(m, w, t, name, cols, sl ? sl : &full, zero_copy, err, errlen);
+    void *owned;
+    size_t bytes;
+    if (xi_shard_quantize_q8(w, t->data, t->dtype, rows, cols, sl, &owned, &bytes, err, errlen))
+        return xi_err_prefix(err, errlen, "%s: %s", t->file, name);
+    if (xi_model_own(m, owned, bytes, 1)) {
+        xi_free_big(owned, bytes);
+        return xi_errf(err, errlen, "out of memory");
+    }
+    m->n_params += w->n_out * w->n_in;
+    m->weight_bytes += w->n_out * w->n_in + w->n_out * 4;
+    return xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
+}
+
 /* A linear layer's weight `module`.weight [rows, cols] (or its slice sl, NULL: all): AWQ
  * int4, int8 quantized at load, or a float matrix in the model's weight dtype. */
 static int load_linear(xi_model *m, xi_weight *w, const char *module, int64_t rows, int64_t cols,
@@ -266,25 +289,7 @@ static int load_linear(xi_model *m, xi_weight *w, const char *module, int64_t ro
     snprintf(name, sizeof name, "%s.weight", module);
     if (m->cfg.quant_awq && !awq_skipped(&m->cfg, module))
         return load_awq(m, w, NULL, module, rows, cols, sl, err, errlen);
-    if (!strcmp(m->quant, "int8")) {
-        int64_t shape[2] = {rows, cols};
-        const xi_st_tensor *t = bind(m, name, 2, shape, 1, err, errlen);
-        if (!t) return -1;
-        const xi_slice full = {0, rows, 0, cols};
-        if (t->dtype == XI_GGML) /* already quantized: kept as it is */
-            return load_ggml(m, w, t, name, cols, sl ? sl : &full, zero_copy, err, errlen);
-        void *owned;
-        size_t bytes;
-        if (xi_shard_quantize_q8(w, t->data, t->dtype, rows, cols, sl, &owned, &bytes, err, errlen))
-            return xi_err_prefix(err, errlen, "%s: %s", t->file, name);
-        if (xi_model_own(m, owned, bytes, 1)) {
-            xi_free_big(owned, bytes);
-            return xi_errf(err, errlen, "out of memory");
-        }
-        m->n_params += w->n_out * w->n_in;
-        m->weight_bytes += w->n_out * w->n_in + w->n_out * 4;
-        return xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
-    }
+    if (!strcmp(m->quant, "int8")) return load_q8(m, w, name, rows, cols, sl, zero_copy, err, errlen);
     if (load_matrix(m, w, name, rows, cols, sl, zero_copy, err, errlen)) return -1;
     /* The kernels' blocked layout, repacked in place in our copy (an mmap stays as stored). */
     return zero_copy && w->n_in == cols ? 0 : xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
@@ -456,6 +461,13 @@ static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) 
         xi_errf(err, errlen, "--quantization %s: expected auto, awq, int8 or none", q);
         goto fail;
     }
+    const char *lq = p->lm_head_quantization && *p->lm_head_quantization ? p->lm_head_quantization : "none";
+    if (strcmp(lq, "none") && strcmp(lq, "int8")) {
+        xi_errf(err, errlen, "--lm-head-quantization %s: expected none or int8", lq);
+        goto fail;
+    }
+    m->lm_head_q8 = !strcmp(lq, "int8");
+    m->lm_head_quant = lq[0] == 'i' ? "int8" : "none";
     if (gguf && !strcmp(m->quant, "none"))
         for (int i = 0; i < xi_gguf_tensor_count(m->gguf); i++)
             if (xi_gguf_tensor_at(m->gguf, i)->type->unpack) m->quant = "gguf"; /* vLLM's name */
@@ -488,7 +500,21 @@ static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) 
     snprintf(name, sizeof name, "%s.weight", tname(m, XI_T_OUTPUT, 0, 0, mod));
     /* lm_head by vocabulary: this rank's rows, their logits gathered on rank 0 */
     const xi_slice vocab = {m->shard.vocab0, m->shard.vocab1, 0, c->hidden_size};
-    if (m->shard.tp > 1) {
+    if (m->lm_head_q8) {
+        /* its own int8 copy of this rank's rows; a tied embedding stays 16-bit for the lookup
+         * (its parameters are counted once) */
+        const int64_t n_params = m->n_params;
+        if (load_q8(m, &m->lm_head, c->tie_word_embeddings ? emb_name : name, c->vocab_size,
+                    c->hidden_size, &vocab, zero_copy, err, errlen))
+            goto fail;
+        if (c->tie_word_embeddings && m->shard.tp == 1) m->n_params = n_params;
+        if (m->lm_head.dtype != XI_Q8) {
+            m->lm_head_quant = "none";
+            XI_INFO("--lm-head-quantization int8: %s is %s in the GGUF file; kept as stored",
+                    c->tie_word_embeddings ? emb_name : name,
+                    m->lm_head.qtype ? m->lm_head.qtype->name : xi_dtype_name(m->lm_head.dtype));
+        }
+    } else if (m->shard.tp > 1) {
         if (load_matrix(m, &m->lm_head, c->tie_word_embeddings ? emb_name : name, c->vocab_size,
                         c->hidden_size, &vocab, zero_copy, err, errlen) ||
             (!zero_copy && xi_weight_block(&m->lm_head, xi_weight_block_for(m->ops, &m->lm_head),
@@ -586,3 +612,4 @@ int64_t xi_model_weight_bytes(const xi_model *m) { return m->weight_bytes; }
 int64_t xi_model_n_params(const xi_model *m) { return m->n_params; }
 int xi_model_n_threads(const xi_model *m) { return xi_pool_size(m->pool); }
 const char *xi_model_quantization(const xi_model *m) { return m->quant; }
+const char *xi_model_lm_head_quantization(const xi_model *m) { return m->lm_head_quant; }

@@ -17,6 +17,7 @@ typedef struct xi_model_params {
     const char *dir;
     const char *dtype;          /* "auto", "float32", "bfloat16", "float16" */
     const char *quantization;   /* NULL/"auto", "awq", "int8", "none" */
+    const char *lm_head_quantization; /* NULL/"none": lm_head as stored; "int8": XI_Q8 at load */
     const char *load_format;    /* "auto" (copy into own memory), "mmap" */
     const char *kernels;        /* NULL: best for this CPU (XINFER_KERNELS honoured) */
     const char *kernel_precision; /* NULL/"auto": XINFER_KERNEL_PRECISION, else "int8"; or "exact" */
@@ -38,6 +39,7 @@ int64_t xi_model_weight_bytes(const xi_model *m);
 int64_t xi_model_n_params(const xi_model *m);
 int xi_model_n_threads(const xi_model *m);
 const char *xi_model_quantization(const xi_model *m); /* "none", "awq", "int8" */
+const char *xi_model_lm_head_quantization(const xi_model *m); /* "none" or "int8" */
 
 /* The paged KV store: n_blocks blocks of block_size tokens, K and V for every layer.
  * Memory layout [n_blocks][n_layers][K|V][n_kv_heads][block_size][head_dim]. */

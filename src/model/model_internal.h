@@ -71,6 +71,8 @@ struct xi_model {
     xi_pool *pool;
     xi_dtype wdtype;               /* dtype of float weights in memory */
     const char *quant;             /* "none", "awq", "int8" */
+    int lm_head_q8;                /* --lm-head-quantization int8 asked for */
+    const char *lm_head_quant;     /* "none" (as stored) or "int8" (XI_Q8 at load) */
     xi_weight embed;               /* [vocab, hidden] */
     xi_weight lm_head;             /* [vocab, hidden]; = embed when tied */
     float *final_norm;             /* [hidden] */

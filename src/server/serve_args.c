@@ -102,7 +102,7 @@ static int one_of(const char *flag, const char *s, const char *const *allowed, c
 /* ---- the flag table ---------------------------------------------------------------------- */
 
 typedef enum {
-    F_MODEL, F_SERVED, F_HOST, F_PORT, F_API_KEY, F_DTYPE, F_QUANT, F_MAX_MODEL_LEN,
+    F_MODEL, F_SERVED, F_HOST, F_PORT, F_API_KEY, F_DTYPE, F_QUANT, F_LM_HEAD_QUANT, F_MAX_MODEL_LEN,
     F_MAX_NUM_SEQS, F_MAX_BATCHED, F_KV_DTYPE, F_PREFIX, F_NO_PREFIX, F_CHUNKED, F_NO_CHUNKED,
     F_BLOCK_SIZE, F_KV_BYTES, F_GPU_UTIL, F_SEED, F_GEN_CONFIG, F_CHAT_TEMPLATE, F_TP, F_PP,
     F_THREADS, F_MAX_QUEUE, F_UDS, F_DISABLE_LOG_REQ, F_ENABLE_LOG_REQ, F_DISABLE_LOG_STATS,
@@ -133,6 +133,7 @@ static const flag_def flags[] = {
     {"--api-key", NULL, F_API_KEY, 1, "KEY       require `Authorization: Bearer KEY` (repeatable; env VLLM_API_KEY, XINFER_API_KEY)"},
     {"--dtype", NULL, F_DTYPE, 1, "TYPE      auto|float16|half|bfloat16|float32|float (auto)"},
     {"--quantization", "-q", F_QUANT, 1, "METHOD    auto (from the checkpoint)|awq|int8|none"},
+    {"--lm-head-quantization", NULL, F_LM_HEAD_QUANT, 1, "METHOD  none (16-bit as stored)|int8 (per row, at load)"},
     {"--load-format", NULL, F_LOAD_FORMAT, 1, "FORMAT    auto (copy weights into memory)|mmap|safetensors"},
     {"--max-model-len", NULL, F_MAX_MODEL_LEN, 1, "N         context length (max_position_embeddings)"},
     {"--max-num-seqs", NULL, F_MAX_NUM_SEQS, 1, "N         running requests at most (256)"},
@@ -325,6 +326,7 @@ static const char *const dtypes[] = {"auto", "float16", "half", "bfloat16", "flo
 static const char *const kv_dtypes[] = {"auto", "float16", "bfloat16", "float32", "fp8",
                                         "fp8_e4m3", "fp8_e5m2", NULL};
 static const char *const quants[] = {"auto", "awq", "awq_marlin", "int8", "none", NULL};
+static const char *const lm_head_quants[] = {"none", "int8", NULL};
 static const char *const load_formats[] = {"auto", "mmap", "safetensors", NULL};
 static const char *const runners[] = {"auto", "generate", "pooling", NULL};
 static const char *const tasks[] = {"auto", "generate", "embed", "embedding", NULL};
@@ -374,6 +376,10 @@ static int apply(xi_serve_args *a, const flag_def *f, const char *flag, const ch
             v = "awq";
         }
         e->quantization = v;
+        return 0;
+    case F_LM_HEAD_QUANT:
+        if (one_of(flag, v, lm_head_quants, err, errlen)) return -1;
+        e->lm_head_quantization = v;
         return 0;
     case F_LOAD_FORMAT:
         if (one_of(flag, v, load_formats, err, errlen)) return -1;
