@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <jansson.h>
 
+#include "server/fingerprint.h"
 #include "server_util.h"
 #include "test.h"
 
@@ -257,4 +258,19 @@ TEST(test_serve_fields_allowed_token_ids) {
     CHECK_EQ(ts_post(&s, "/v1/completions", "{\"prompt\": \"x\", \"allowed_token_ids\": []}", &out), 400);
     free(out);
     ts_stop(&s);
+}
+
+/* The fingerprint names what changes outputs: an int8 lm_head gives another one; "none" the
+ * same one as before the option existed. */
+TEST(test_fingerprint_follows_the_lm_head_format) {
+    xi_engine_info info = {.architecture = "Qwen2ForCausalLM", .dtype = "bfloat16", .quantization = "awq",
+                           .kv_cache_dtype = "auto", .kernels = "avx2", .max_model_len = 4096, .n_params = 494};
+    char none_[64], unset[64], int8_[64];
+    xi_fingerprint_build(NULL, NULL, "/m", &info, unset, sizeof unset);
+    info.lm_head_quantization = "none";
+    xi_fingerprint_build(NULL, NULL, "/m", &info, none_, sizeof none_);
+    info.lm_head_quantization = "int8";
+    xi_fingerprint_build(NULL, NULL, "/m", &info, int8_, sizeof int8_);
+    CHECK(!strncmp(unset, "xinfer-", 7) && !strcmp(unset, none_));
+    CHECKF(strcmp(none_, int8_), "%s vs %s", none_, int8_);
 }

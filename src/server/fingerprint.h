@@ -1,7 +1,7 @@
 /* server/fingerprint: the system_fingerprint of chat and completion answers, as vLLM's
  * --fingerprint-mode builds it: full and hash (no parallelism here, so the same) give
  * "xinfer-<version>-<hash8>", the hash over what changes answers (model folder, architecture,
- * dtype, quantization, KV dtype, context length, kernels, build commit); custom gives
+ * dtype, quantization, an int8 lm_head, KV dtype, context length, kernels, build commit); custom gives
  * --fingerprint-value; none leaves it null. */
 #ifndef XI_SERVER_FINGERPRINT_H
 #define XI_SERVER_FINGERPRINT_H
