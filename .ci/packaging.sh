@@ -74,7 +74,7 @@ check_binary() { # BINARY OBJDUMP [ALSO_ALLOWED]
     done
     newest=$("$2" -T "$1" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
     [ "$(printf '%s\nGLIBC_2.28\n' "$newest" | sort -V | tail -1)" = GLIBC_2.28 ] ||
-        fail "$1 needs $newest: $("$2" -T "$1" | grep "$newest" | head -5)"
+        fail "$1 needs $newest: $("$2" -T "$1" | grep "$newest" | sed -n 1,5p)"
     echo "   $1: needs $needed; newest symbol version $newest"
 }
 echo "== shared libraries and GLIBC_ versions"
@@ -123,7 +123,7 @@ ask_one() {
         fail "no answer from the server on port $port"
     echo "$out" | grep -q '"text"' || fail "unexpected answer: $out"
     curl -skf "$url/version" | grep -q '"commit"' || fail "/version has no commit"
-    echo "   answered: $(echo "$out" | grep -o '"text":"[^"]*"' | head -1)"
+    echo "   answered: $(grep -o '"text":"[^"]*"' <<<"$out" | sed -n 1p)"
 }
 stop_server() {
     kill "$1" && wait "$1" 2>/dev/null || true
@@ -230,6 +230,7 @@ gone=$(comm -23 "$WORK/before-rpm" "$WORK/after-rpm" | tr '\n' ' ')
 echo "   scriptlets: user, /var/lib/xinfer and the config's mode made; served as xinfer; rpm -e left only: $left"
 umount "$R/proc" 2>/dev/null || true
 
+# (no `| head` under pipefail: a writer that outlives it dies of SIGPIPE and fails the script)
 # ---- the x86-64 tarball on an older C library: Ubuntu 18.04's glibc 2.27 ----------------------
 # (Debian's archive no longer serves buster's glibc 2.28; Ubuntu's archive still serves bionic.
 # Where it cannot be reached this check says it was skipped.)
@@ -248,7 +249,7 @@ if [ -s "$OLD_TAR" ]; then
     mkdir -p "$O/opt"
     tar -C "$O" -xf "$OLD_TAR"
     tar -C "$O/opt" -xzf "dist/xinfer-$VERSION-linux-x86_64.tar.gz"
-    glibc=$(chroot "$O" ldd --version | head -1 | grep -o '[0-9.]*$')
+    glibc=$(chroot "$O" ldd --version | sed -n "1s/.* \([0-9.]*\)$/\1/p")
     cp -r "$MODEL" "$O/opt/stories"
     PORT=$(free_port)
     chroot "$O" "/opt/xinfer-$VERSION-linux-x86_64/bin/xinfer" serve /opt/stories --served-model-name stories \
