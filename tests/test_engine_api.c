@@ -441,6 +441,58 @@ TEST(test_engine_thread_serves_concurrent_submitters) {
     free(s);
 }
 
+/* Aborts posted from several threads while the engine thread drains earlier ones: the posting
+ * buffer grows under the posters (from 64 ids) while the engine reads the buffer it swapped
+ * out, which must never move under it (ASan: a realloc of it was a use after free). Every
+ * request still ends once, aborted. */
+typedef struct aborter {
+    xi_engine *e;
+    int64_t first, n;
+} aborter;
+
+static void *post_aborts(void *arg) {
+    const aborter *a = arg;
+    for (int k = 0; k < 3000; k++) xi_engine_abort(a->e, a->first + k % a->n);
+    return NULL;
+}
+
+TEST(test_engine_aborts_from_many_threads_while_draining) {
+    for (int round = 0; round < 12; round++) {
+        xi_engine *e = stories();
+        CHECK(e);
+        char err[128];
+        waiter w = {.finished = 0};
+        pthread_mutex_init(&w.mu, NULL);
+        pthread_cond_init(&w.cv, NULL);
+        slot *sl = calloc(8, sizeof *sl);
+        int64_t first = -1;
+        for (int i = 0; i < 8; i++) {
+            xi_request_params rp;
+            greedy_from(&rp, BOS, 1, 200);
+            rp.ignore_eos = 1;
+            sl[i].w = &w;
+            const int64_t id = xi_engine_submit(e, &rp, on_threaded, &sl[i], NULL, 0);
+            CHECK(id >= 0);
+            if (!i) first = id;
+        }
+        CHECK(xi_engine_start(e, err, sizeof err) == 0);
+        aborter a = {e, first, 8};
+        pthread_t th[4];
+        for (int t = 0; t < 4; t++) CHECK(pthread_create(&th[t], NULL, post_aborts, &a) == 0);
+        for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
+        pthread_mutex_lock(&w.mu);
+        while (w.finished < 8) pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        xi_engine_close(e);
+        for (int i = 0; i < 8; i++) {
+            CHECK_EQ(sl[i].out.s[0].n_final, 1);
+            CHECKF(sl[i].out.s[0].fr == XI_FINISH_ABORT, "round %d, request %d: finish %d", round, i,
+                   (int)sl[i].out.s[0].fr);
+        }
+        free(sl);
+    }
+}
+
 TEST(test_engine_queue_limit_returns_minus_two) {
     xi_engine_params p;
     xi_engine_params_default(&p);

@@ -43,8 +43,10 @@ struct xi_engine {
     pthread_cond_t cv;        /* engine thread sleeps here when idle */
     xi_group *pend_head, *pend_tail;
     int n_pending;
-    int64_t *aborts, *aborts_work; /* [cap_aborts] posted ids / the engine's drained copy */
-    int n_aborts, cap_aborts;
+    /* posted ids [cap_aborts], and the buffer drain swapped out [cap_work]: the engine thread
+     * reads that one outside the mutex, so only drain (under it) may touch either's pointer */
+    int64_t *aborts, *aborts_work;
+    int n_aborts, cap_aborts, cap_work;
     int64_t next_id;
     xi_engine_stats stats;
     int started, stopping;
@@ -346,10 +348,12 @@ static void drain(xi_engine *e) {
     xi_group *g = e->pend_head;
     e->pend_head = e->pend_tail = NULL;
     e->n_pending = 0;
-    int n_ab = e->n_aborts;
+    int n_ab = e->n_aborts, cap = e->cap_aborts;
     int64_t *ab = e->aborts;
     e->aborts = e->aborts_work;
+    e->cap_aborts = e->cap_work;
     e->aborts_work = ab;
+    e->cap_work = cap;
     e->n_aborts = 0;
     pthread_mutex_unlock(&e->mu);
     /* callbacks may run below (errors, aborts): never under the mutex */
@@ -646,16 +650,14 @@ int xi_engine_abort(xi_engine *e, int64_t request_id) {
         pthread_mutex_unlock(&e->mu);
         return -1;
     }
-    if (e->n_aborts == e->cap_aborts) {
+    if (e->n_aborts == e->cap_aborts) { /* only the posting buffer: the other may be in use */
         int cap = e->cap_aborts ? 2 * e->cap_aborts : 64;
         int64_t *a = realloc(e->aborts, (size_t)cap * sizeof *a);
-        int64_t *w = a ? realloc(e->aborts_work, (size_t)cap * sizeof *w) : NULL;
-        if (a) e->aborts = a;
-        if (w) e->aborts_work = w;
-        if (!a || !w) {
+        if (!a) {
             pthread_mutex_unlock(&e->mu);
             return -1;
         }
+        e->aborts = a;
         e->cap_aborts = cap;
     }
     e->aborts[e->n_aborts++] = request_id;
