@@ -155,7 +155,7 @@ static void run_job(xi_pool *pool, matmul_job *j) {
     xi_qx qx;
     quant_job q = {ops, j->x, j->rows, w, NULL, NULL};
     if (j->rows >= SHARED_ROWS && xi_pool_size(pool) > 1) {
-        const int bs = ops->matmul_q && w->dtype != XI_GGML ? xi_qdot_block(w) : 0;
+        const int bs = ops->matmul_q ? xi_qdot_block(w) : 0; /* 0 for GGML and float weights */
         if (w->dtype == XI_GGML && ops->matmul_gq) {
             const size_t rb = xi_gq_act_row_bytes(w);
             if ((q.ga = xi_kernel_scratch(7, (size_t)j->rows * rb + 64)))

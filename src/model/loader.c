@@ -467,7 +467,7 @@ static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) 
         goto fail;
     }
     m->lm_head_q8 = !strcmp(lq, "int8");
-    m->lm_head_quant = lq[0] == 'i' ? "int8" : "none";
+    m->lm_head_quant = m->lm_head_q8 ? "int8" : "none";
     if (gguf && !strcmp(m->quant, "none"))
         for (int i = 0; i < xi_gguf_tensor_count(m->gguf); i++)
             if (xi_gguf_tensor_at(m->gguf, i)->type->unpack) m->quant = "gguf"; /* vLLM's name */

@@ -179,7 +179,7 @@ static void combine_task(void *ctx, int ith, int nth) {
 typedef struct repack_job {
     const xi_model *m;
     const xi_layer *L;
-    int E, n;
+    int n;
     const int *todo; /* [n] experts */
     void **owned;    /* [3 n] */
     size_t *bytes;   /* [3 n] */
@@ -222,7 +222,7 @@ static int repack_routed(xi_model *m, int layer, char *err, size_t errlen) {
     n = 0;
     for (int x = 0; x < E; x++)
         if (s->start[x + 1] > s->start[x] && !expert_ready(L, x)) todo[n++] = x;
-    repack_job j = {m, L, E, n, todo, owned, bytes, failed};
+    repack_job j = {m, L, n, todo, owned, bytes, failed};
     if (n < 2) repack_task(&j, 0, 1);
     else xi_pool_run(m->pool, repack_task, &j);
     rc = 0;
