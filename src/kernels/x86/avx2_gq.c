@@ -16,6 +16,8 @@
  * streams the hardware prefetcher follows poorly (Q6_K with 1024 inputs ran at a quarter of
  * read bandwidth), so the first row tile prefetches the next 8 rows in address order, as many
  * bytes per block as it reads.
+ * Q4_0 (every row count) and Q8_0 (from 2 rows) take a second tile, with lanes as columns
+ * (below), which needs no reduction tree.
  * Every type xi_qtype_supported computes has a path here; one
  * added to the table later goes to the oracle until it has one.
  *
@@ -32,6 +34,8 @@
  * vpmaddwd then multiplies by a scale (6-bit for Q4_K / Q5_K / Q3_K, 4-bit for Q2_K, int8 for
  * Q6_K) or 1 and adds two:
  * |lane| <= 2 * 16002 * 128 < 2^22, and a block's sum stays far inside int32. */
+#include <math.h>
+
 #include "kernels/qtypes.h"
 #include "kernels/x86/avx2_common.h"
 
@@ -362,10 +366,142 @@ XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const ui
     }
 }
 
+/* ---- 32-value blocks with lanes as columns (Q4_0, Q8_0) ----
+ * The tile above turns each column's products into a vector and then needs a vphaddd tree
+ * per row and block to bring the 8 columns together: for 32-value blocks that reduction, not
+ * the products, was most of the work. Here the 8 columns' codes of a block are transposed in
+ * registers (an 8 x 4-byte transpose of each 16 bytes) so that each 32-bit lane holds 4
+ * consecutive codes of one column; a row's 4 activation codes are broadcast to every lane,
+ * and one vpmaddubsw adds 4 products into each column's lane. After the block's 8 steps lane
+ * c holds column c's sumi: no reduction at all. Q8_0 with one row keeps the tile above (its
+ * transposes cost more than the reduction there; measured).
+ * Q4_0: the stored codes u = q + 8 (0..15) times a, summed in int16 over the block's 8 steps:
+ * |sum| <= 8 * 2 * 15 * 127 = 30480 < 32767; one vpmaddwd by 1 widens it; 8 * sum(a) comes
+ * off per row and block, from gq_run's table (computed once per row chunk, not per column
+ * tile). Q8_0: vpabsb / vpsignb as above, each step widened by vpmaddwd (|pair| <= 32512).
+ * The float steps are the oracle's: acc += (d * da) * (float)sumi - minterm, where the
+ * minterm of these types is (0 * da) * 0, +0 for every finite da; gq_run takes this tile only
+ * when every da of the rows is finite (else the tile above, which forms it). */
+
+/* The 16 bytes at b + c * rb + off of the 8 columns c: v[g] lane c = bytes 4g..4g+3 of
+ * column c. */
+XI_INLINE void cols_t16(const uint8_t *b, size_t rb, int off, __m256i *v) {
+    __m256i y[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+        y[j] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + j * rb + off))),
+                                       _mm_loadu_si128((const __m128i *)(b + (j + 4) * rb + off)), 1);
+    const __m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]), t1 = _mm256_unpackhi_epi32(y[0], y[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]), t3 = _mm256_unpackhi_epi32(y[2], y[3]);
+    v[0] = _mm256_unpacklo_epi64(t0, t2);
+    v[1] = _mm256_unpackhi_epi64(t0, t2);
+    v[2] = _mm256_unpacklo_epi64(t1, t3);
+    v[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+XI_INLINE __m256i bcast4(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Per row and block of a row chunk: the activation scale da as f32 and, Q4_0, 8 * sum(a). */
+typedef struct {
+    const float *da;
+    const int32_t *off;
+    int64_t nb; /* blocks per row: row r's block i at [r * nb + i] */
+} lc_rows;
+
+/* 8 whole columns (a tail of fewer goes to gq_tile). */
+XI_INLINE void gq_tile_lc(const int T, const int R, float *y, int64_t ldy, const uint8_t *a0,
+                          size_t as, const lc_rows *lr, const uint8_t *w0, size_t rb, int64_t nb,
+                          const uint8_t *pf) {
+    const int bb = t_block_bytes(T), ab = t_act_bytes(T);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[RT];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = w0 + (size_t)i * (size_t)bb, *aq[RT];
+        for (int r = 0; r < R; r++) aq[r] = a0 + (size_t)r * as + (size_t)i * (size_t)ab + 2;
+        if (pf)
+            for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+        /* the 8 scales go through the stack: stored here, read back after the integer work,
+         * when the stores have long left the store buffer (read at once, the narrow stores
+         * cannot forward to the wide load and the tile stalled on it) */
+        uint16_t dh[8];
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) memcpy(&dh[c], b + c * rb, 2);
+        __m256i s[RT];
+        if (T == T_Q4_0) {
+            __m256i v[4];
+            cols_t16(b, rb, 2, v);
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) {
+                const __m256i lo = _mm256_and_si256(v[g], mask8(15));
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v[g], 4), mask8(15));
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(aq[r] + 4 * g)),
+                                                       _mm256_maddubs_epi16(hi, bcast4(aq[r] + 16 + 4 * g)));
+                    s[r] = g ? _mm256_add_epi16(s[r], p) : p;
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                s[r] = _mm256_sub_epi32(_mm256_madd_epi16(s[r], ones), _mm256_set1_epi32(lr->off[r * lr->nb + i]));
+        } else { /* T_Q8_0 */
+            __m256i v[8];
+            cols_t16(b, rb, 2, v);
+            cols_t16(b, rb, 18, v + 4);
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                const __m256i aw = _mm256_abs_epi8(v[g]);
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    const __m256i p = _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(aq[r] + 4 * g), v[g])), ones);
+                    s[r] = g ? _mm256_add_epi32(s[r], p) : p;
+                }
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(lr->da[r * lr->nb + i]));
+            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(s[r])));
+        }
+    }
+    for (int r = 0; r < R; r++) _mm256_storeu_ps(y + r * ldy, acc[r]);
+}
+
+/* Types with the lanes-as-columns tile. */
+XI_INLINE int t_lc(int T) { return T == T_Q4_0 || T == T_Q8_0; }
+
+/* lr for rows [0, rows) of act (scratch slot 10); 0 when a da is not finite or out of memory. */
+XI_INLINE int lc_prepare(const int T, const uint8_t *act, size_t as, int64_t rows, int64_t nb,
+                         lc_rows *lr) {
+    const int ab = t_act_bytes(T);
+    float *da = xi_kernel_scratch(10, (size_t)(rows * nb) * 8);
+    if (!da) return 0;
+    int32_t *off = (int32_t *)(da + rows * nb);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < nb; i++) {
+            const uint8_t *ablk = act + (size_t)r * as + (size_t)i * (size_t)ab;
+            const float f = f16at(ablk);
+            if (!isfinite(f)) return 0;
+            da[r * nb + i] = f;
+            off[r * nb + i] = t_offset(T) ? _mm256_cvtsi256_si32(act_pre(T, ablk)) : 0;
+        }
+    *lr = (lc_rows){da, off, nb};
+    return 1;
+}
+
 XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, size_t as,
                       int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
     const size_t rb = (size_t)(w->n_in / t_values(T)) * (size_t)t_block_bytes(T);
     const int64_t nb = w->n_in / t_values(T);
+    lc_rows lr = {0};
+    const int lc = t_lc(T) && (T == T_Q4_0 || rows > 1) && lc_prepare(T, act, as, rows, nb, &lr);
     for (int64_t c0 = 0; c0 < rows; c0 += ROW_CHUNK) {
         const int64_t c1 = XI_MIN(rows, c0 + ROW_CHUNK);
         for (int64_t n = n0; n < n1; n += 8) {
@@ -377,6 +513,16 @@ XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, si
                 /* the first row tile streams the columns from memory: it prefetches (a hint,
                  * which never faults, so the last tile may ask past n1) */
                 const uint8_t *pf = r == c0 && n + 8 < n1 ? w0 + 8 * rb : NULL;
+                if (lc && cols == 8) {
+                    const lc_rows lt = {lr.da + r * nb, lr.off + r * nb, nb};
+                    switch (XI_MIN((int64_t)RT, c1 - r)) {
+                    case 4: gq_tile_lc(T, 4, yt, ldy, at, as, &lt, w0, rb, nb, pf); break;
+                    case 3: gq_tile_lc(T, 3, yt, ldy, at, as, &lt, w0, rb, nb, pf); break;
+                    case 2: gq_tile_lc(T, 2, yt, ldy, at, as, &lt, w0, rb, nb, pf); break;
+                    default: gq_tile_lc(T, 1, yt, ldy, at, as, &lt, w0, rb, nb, pf); break;
+                    }
+                    continue;
+                }
                 switch (XI_MIN((int64_t)RT, c1 - r)) {
                 case 4: gq_tile(T, 4, yt, ldy, at, as, w0, rb, cols, nb, pf); break;
                 case 3: gq_tile(T, 3, yt, ldy, at, as, w0, rb, cols, nb, pf); break;
