@@ -366,7 +366,7 @@ XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const ui
     }
 }
 
-/* ---- 32-value blocks with lanes as columns (Q4_0, Q8_0) ----
+/* ---- 32-value blocks with lanes as columns (Q4_0, Q5_0, Q8_0) ----
  * The tile above turns each column's products into a vector and then needs a vphaddd tree
  * per row and block to bring the 8 columns together: for 32-value blocks that reduction, not
  * the products, was most of the work. Here the 8 columns' codes of a block are transposed in
@@ -375,10 +375,15 @@ XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const ui
  * and one vpmaddubsw adds 4 products into each column's lane. After the block's 8 steps lane
  * c holds column c's sumi: no reduction at all. Q8_0 with one row keeps the tile above (its
  * transposes cost more than the reduction there; measured).
- * Q4_0: the stored codes u = q + 8 (0..15) times a, summed in int16 over the block's 8 steps:
- * |sum| <= 8 * 2 * 15 * 127 = 30480 < 32767; one vpmaddwd by 1 widens it; 8 * sum(a) comes
- * off per row and block, from gq_run's table (computed once per row chunk, not per column
- * tile). Q8_0: vpabsb / vpsignb as above, each step widened by vpmaddwd (|pair| <= 32512).
+ * Q4_0, Q5_0: the stored codes u = q + o (o = 8, 16) times a, summed in the two int16 halves
+ * of each lane, which start at -o * (the sum of the activation codes that half will meet:
+ * those at k % 4 < 2 for the low half, the others for the high; gq_run's table, once per call).
+ * After any number of steps a half holds sum_done (u - o) a - o sum_rest a, whose 16 terms
+ * are each at most o * 127 in size: |half| <= 16 * 16 * 127 = 32512 < 32767 (Q5_0; Q4_0
+ * half that), so int16 never wraps and one vpmaddwd by 1 gives sumi. Q5_0's fifth bits come
+ * from the 8 columns' 32-bit qh: each step's byte of qh shuffled to the 4 bytes of its lane,
+ * tested against the 4 bits of those values. Q8_0: vpabsb / vpsignb as above, each step
+ * widened by vpmaddwd (|pair| <= 32512).
  * The float steps are the oracle's: acc += (d * da) * (float)sumi - minterm, where the
  * minterm of these types is (0 * da) * 0, +0 for every finite da; gq_run takes this tile only
  * when every da of the rows is finite (else the tile above, which forms it). */
@@ -405,10 +410,30 @@ XI_INLINE __m256i bcast4(const uint8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-/* Per row and block of a row chunk: the activation scale da as f32 and, Q4_0, 8 * sum(a). */
+/* The 32 bits at b + c * rb + off of the 8 columns, one per lane. */
+XI_INLINE __m256i cols_u32(const uint8_t *b, size_t rb, int off) {
+    int32_t u[8];
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) memcpy(&u[c], b + c * rb + off, 4);
+    return _mm256_setr_epi32(u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7]);
+}
+
+/* Q5_0: bytes 0x10 where the fifth bit of value 4g + j (j the byte in the lane) is set, from
+ * the columns' qh h; hi: of value 16 + 4g + j. */
+XI_INLINE __m256i fifth_lc(__m256i h, int g, int hi) {
+    const __m256i at = _mm256_add_epi8(_mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,
+                                                        0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12),
+                                       _mm256_set1_epi8((char)(2 * hi + (g >> 1))));
+    const __m256i bit = _mm256_set1_epi32((int)(0x08040201u << (4 * (g & 1))));
+    const __m256i t = _mm256_and_si256(_mm256_shuffle_epi8(h, at), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(t, bit), mask8(0x10));
+}
+
+/* Per row and block: the activation scale da as f32 and, Q4_0 / Q5_0, the start of the int16
+ * halves (low: -o * the sum of the codes at k % 4 < 2, high: of the others). */
 typedef struct {
     const float *da;
-    const int32_t *off;
+    const int32_t *init;
     int64_t nb; /* blocks per row: row r's block i at [r * nb + i] */
 } lc_rows;
 
@@ -432,23 +457,27 @@ XI_INLINE void gq_tile_lc(const int T, const int R, float *y, int64_t ldy, const
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++) memcpy(&dh[c], b + c * rb, 2);
         __m256i s[RT];
-        if (T == T_Q4_0) {
-            __m256i v[4];
-            cols_t16(b, rb, 2, v);
+        if (T == T_Q4_0 || T == T_Q5_0) {
+            __m256i v[4], h = _mm256_setzero_si256();
+            cols_t16(b, rb, T == T_Q5_0 ? 6 : 2, v);
+            if (T == T_Q5_0) h = cols_u32(b, rb, 2);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) s[r] = _mm256_set1_epi32(lr->init[r * lr->nb + i]);
 #pragma GCC unroll 4
             for (int g = 0; g < 4; g++) {
-                const __m256i lo = _mm256_and_si256(v[g], mask8(15));
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v[g], 4), mask8(15));
-#pragma GCC unroll 4
-                for (int r = 0; r < R; r++) {
-                    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(aq[r] + 4 * g)),
-                                                       _mm256_maddubs_epi16(hi, bcast4(aq[r] + 16 + 4 * g)));
-                    s[r] = g ? _mm256_add_epi16(s[r], p) : p;
+                __m256i lo = _mm256_and_si256(v[g], mask8(15));
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v[g], 4), mask8(15));
+                if (T == T_Q5_0) {
+                    lo = _mm256_or_si256(lo, fifth_lc(h, g, 0));
+                    hi = _mm256_or_si256(hi, fifth_lc(h, g, 1));
                 }
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++)
+                    s[r] = _mm256_add_epi16(s[r], _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(aq[r] + 4 * g)),
+                                                                   _mm256_maddubs_epi16(hi, bcast4(aq[r] + 16 + 4 * g))));
             }
 #pragma GCC unroll 4
-            for (int r = 0; r < R; r++)
-                s[r] = _mm256_sub_epi32(_mm256_madd_epi16(s[r], ones), _mm256_set1_epi32(lr->off[r * lr->nb + i]));
+            for (int r = 0; r < R; r++) s[r] = _mm256_madd_epi16(s[r], ones);
         } else { /* T_Q8_0 */
             __m256i v[8];
             cols_t16(b, rb, 2, v);
@@ -475,7 +504,7 @@ XI_INLINE void gq_tile_lc(const int T, const int R, float *y, int64_t ldy, const
 }
 
 /* Types with the lanes-as-columns tile. */
-XI_INLINE int t_lc(int T) { return T == T_Q4_0 || T == T_Q8_0; }
+XI_INLINE int t_lc(int T) { return T == T_Q4_0 || T == T_Q5_0 || T == T_Q8_0; }
 
 /* lr for rows [0, rows) of act (scratch slot 10); 0 when a da is not finite or out of memory. */
 XI_INLINE int lc_prepare(const int T, const uint8_t *act, size_t as, int64_t rows, int64_t nb,
@@ -483,16 +512,25 @@ XI_INLINE int lc_prepare(const int T, const uint8_t *act, size_t as, int64_t row
     const int ab = t_act_bytes(T);
     float *da = xi_kernel_scratch(10, (size_t)(rows * nb) * 8);
     if (!da) return 0;
-    int32_t *off = (int32_t *)(da + rows * nb);
+    int32_t *init = (int32_t *)(da + rows * nb);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t i = 0; i < nb; i++) {
             const uint8_t *ablk = act + (size_t)r * as + (size_t)i * (size_t)ab;
             const float f = f16at(ablk);
             if (!isfinite(f)) return 0;
             da[r * nb + i] = f;
-            off[r * nb + i] = t_offset(T) ? _mm256_cvtsi256_si32(act_pre(T, ablk)) : 0;
+            int32_t s0 = 0, s1 = 0;
+            for (int k = 0; k < 32; k++) {
+                const int8_t q = (int8_t)ablk[2 + k];
+                if (k % 4 < 2)
+                    s0 += q;
+                else
+                    s1 += q;
+            }
+            const int o = t_offset(T); /* |o * s| <= 16 * 16 * 127: an int16 */
+            init[r * nb + i] = (int32_t)((uint32_t)(uint16_t)(-o * s0) | (uint32_t)(uint16_t)(-o * s1) << 16);
         }
-    *lr = (lc_rows){da, off, nb};
+    *lr = (lc_rows){da, init, nb};
     return 1;
 }
 
@@ -501,7 +539,7 @@ XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, si
     const size_t rb = (size_t)(w->n_in / t_values(T)) * (size_t)t_block_bytes(T);
     const int64_t nb = w->n_in / t_values(T);
     lc_rows lr = {0};
-    const int lc = t_lc(T) && (T == T_Q4_0 || rows > 1) && lc_prepare(T, act, as, rows, nb, &lr);
+    const int lc = t_lc(T) && (T != T_Q8_0 || rows > 1) && lc_prepare(T, act, as, rows, nb, &lr);
     for (int64_t c0 = 0; c0 < rows; c0 += ROW_CHUNK) {
         const int64_t c1 = XI_MIN(rows, c0 + ROW_CHUNK);
         for (int64_t n = n0; n < n1; n += 8) {
@@ -514,7 +552,7 @@ XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, si
                  * which never faults, so the last tile may ask past n1) */
                 const uint8_t *pf = r == c0 && n + 8 < n1 ? w0 + 8 * rb : NULL;
                 if (lc && cols == 8) {
-                    const lc_rows lt = {lr.da + r * nb, lr.off + r * nb, nb};
+                    const lc_rows lt = {lr.da + r * nb, lr.init + r * nb, nb};
                     switch (XI_MIN((int64_t)RT, c1 - r)) {
                     case 4: gq_tile_lc(T, 4, yt, ldy, at, as, &lt, w0, rb, nb, pf); break;
                     case 3: gq_tile_lc(T, 3, yt, ldy, at, as, &lt, w0, rb, nb, pf); break;
