@@ -7,6 +7,10 @@
 #                             [--types "Q8_0 Q4_0 Q4_K_M"] [--preset qwen2.5-0.5b] [--layers N]
 #                             [--dir build/gguf-bench] [--pp 512] [--tg 64]
 #
+# --xinfer LABEL=TYPE=MODEL[,ARG...] (repeatable) adds a row LABEL: xinfer on MODEL (a folder
+# or file; ARGs, comma-separated, go to its command line) against llama.cpp on the TYPE file,
+# e.g. --xinfer INT8=Q8_0=DIR,--quantization,int8 or --xinfer AWQ=Q4_0=AWQ_DIR; the TYPE file
+# is made like those of --types (--types "" runs only these rows).
 # --llama-bin: where llama-bench and llama-quantize are (default $LLAMA_BIN, else
 # ../llama.cpp/build/bin). genmodel writes the preset's F16 GGUF (random weights, real
 # tokenizer) once; llama-quantize makes each type from it; files are kept in --dir. --pp / --tg
@@ -34,6 +38,7 @@ LAYERS=
 DIR=build/gguf-bench
 PP=512
 TG=64
+EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --llama-bin) LLAMA_BIN=$2; shift 2 ;;
@@ -43,6 +48,7 @@ while [ $# -gt 0 ]; do
         --preset) PRESET=$2; shift 2 ;;
         --layers) LAYERS=$2; shift 2 ;;
         --dir) DIR=$2; shift 2 ;;
+        --xinfer) EXTRA+=("$2"); shift 2 ;;
         --pp) PP=$2; shift 2 ;;
         --tg) TG=$2; shift 2 ;;
         -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -61,7 +67,19 @@ if [ ! -s "$F16" ]; then
     build/tools/genmodel --preset "$PRESET" ${LAYERS:+--layers "$LAYERS"} --gguf f16 "$F16.tmp" >&2
     mv "$F16.tmp" "$F16"
 fi
-for t in $TYPES; do
+# rows: "LABEL TYPE MODEL ARGS" (ARGS comma-separated, "-" for none)
+ROWS=()
+for t in $TYPES; do ROWS+=("$t $t $DIR/$NAME-$t.gguf -"); done
+for e in "${EXTRA[@]}"; do
+    IFS='=' read -r label lt rest <<<"$e"
+    [ -n "$label" ] && [ -n "$lt" ] && [ -n "$rest" ] ||
+        { echo "gguf_vs_llamacpp: --xinfer wants LABEL=TYPE=MODEL[,ARG...], not '$e'" >&2; exit 2; }
+    model=${rest%%,*}
+    args=-
+    [ "$model" != "$rest" ] && args=${rest#*,}
+    ROWS+=("$label $lt $model $args")
+done
+for t in $(for r in "${ROWS[@]}"; do set -- $r; echo "$2"; done | sort -u); do
     f=$DIR/$NAME-$t.gguf
     if [ ! -s "$f" ]; then
         "$LLAMA_BIN/llama-quantize" "$F16" "$f.tmp" "$t" >"$DIR/quantize-$t.log" 2>&1 ||
@@ -73,16 +91,17 @@ done
 # "hello" and PP-1 times " hello": PP tokens for the byte-level BPEs of the presets (checked)
 PROMPT=hello$(printf ' hello%.0s' $(seq 2 "$PP"))
 
-xinfer_run() { # $1 file, $2 threads, $3 phase -> tok/s
-    local err n tps
+xinfer_run() { # $1 model, $2 threads, $3 phase, $4 extra args (comma-separated, "-": none) -> tok/s
+    local err n tps xa=()
+    [ "${4:--}" != - ] && IFS=',' read -r -a xa <<<"$4"
     if [ "$3" = prefill ]; then
-        err=$("$XI" generate --model "$1" --threads "$2" --prompt "$PROMPT" --max-tokens 1 \
+        err=$("$XI" generate --model "$1" "${xa[@]}" --threads "$2" --prompt "$PROMPT" --max-tokens 1 \
               --temperature 0 --max-num-batched-tokens "$PP" --max-model-len $((PP + 16)) 2>&1 >/dev/null)
         n=$(sed -n 's/^prompt: \([0-9]*\) tokens, .*/\1/p' <<<"$err")
         tps=$(sed -n 's/^prompt: [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' <<<"$err")
         [ "$n" = "$PP" ] || { echo "xinfer prefill: $n prompt tokens, not $PP: $err" >&2; return 1; }
     else
-        err=$("$XI" generate --model "$1" --threads "$2" --prompt hello --max-tokens $((TG + 1)) \
+        err=$("$XI" generate --model "$1" "${xa[@]}" --threads "$2" --prompt hello --max-tokens $((TG + 1)) \
               --ignore-eos --temperature 0 --max-model-len $((TG + 16)) 2>&1 >/dev/null)
         n=$(sed -n 's/.*generated: \([0-9]*\) tokens, .*/\1/p' <<<"$err")
         tps=$(sed -n 's/.*generated: [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' <<<"$err")
@@ -105,13 +124,14 @@ echo "  xinfer $(git rev-parse --short HEAD), XINFER_KERNELS=${XINFER_KERNELS:-a
 RES=$(mktemp)
 trap 'rm -f "$RES"' EXIT
 for rep in $(seq 1 "$REPS"); do
-    for t in $TYPES; do
-        f=$DIR/$NAME-$t.gguf
+    for row in "${ROWS[@]}"; do
+        read -r t lt xm xa <<<"$row"
+        f=$DIR/$NAME-$lt.gguf
         for th in $THREADS; do
-            xp=$(xinfer_run "$f" "$th" prefill)
+            xp=$(xinfer_run "$xm" "$th" prefill "$xa")
             read -r lp ld <<<"$(llama_run "$f" "$th")"
             [ -n "$ld" ] || { echo "gguf_vs_llamacpp: llama-bench gave no pp$PP / tg$TG result for $f" >&2; exit 1; }
-            xd=$(xinfer_run "$f" "$th" decode)
+            xd=$(xinfer_run "$xm" "$th" decode "$xa")
             printf '%s %s prefill %s %s\n%s %s decode %s %s\n' "$t" "$th" "$xp" "$lp" "$t" "$th" "$xd" "$ld" >>"$RES"
             echo "  rep $rep $t t=$th: prefill $xp vs $lp, decode $xd vs $ld tok/s" >&2
         done
@@ -120,7 +140,7 @@ done
 
 # per (type, threads, phase): medians and min..max of both, ratio of the medians
 printf '\n%-7s %3s %-12s %24s %24s %8s\n' type thr phase "xinfer tok/s" "llama.cpp tok/s" ratio
-for t in $TYPES; do
+for t in $(for r in "${ROWS[@]}"; do set -- $r; echo "$1"; done); do
     for th in $THREADS; do
         for ph in prefill decode; do
             awk -v t="$t" -v th="$th" -v ph="$ph" -v pp="$PP" '

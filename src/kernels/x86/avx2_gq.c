@@ -287,7 +287,7 @@ XI_INLINE float f16at(const uint8_t *p) {
 
 /* Column c's block x with the R rows: its partial sums and f16 scale factors. */
 XI_INLINE void col_block(int T, int R, const uint8_t *x, const uint8_t *const *aq, const __m256i *pre,
-                         __m256i (*part)[8], int c, uint16_t *dh, uint16_t *mh) {
+                         __m256i (*part)[8], int c) {
     __m256i o[RT];
     if (T == T_Q6_K || T == T_Q3_K || T == T_Q2_K)
         dot_k16(T, R, x, aq, pre, o);
@@ -296,8 +296,6 @@ XI_INLINE void col_block(int T, int R, const uint8_t *x, const uint8_t *const *a
     else
         dot32(T, R, x, aq, o);
     for (int r = 0; r < R; r++) part[r][c] = o[r];
-    memcpy(&dh[c], x + t_d_off(T), 2);
-    if (t_min(T) != MIN_NONE) memcpy(&mh[c], x + t_m_off(T), 2);
 }
 
 /* R rows (act rows a0.., stride as) x columns n .. n + cols - 1 (cols <= 8) of type T. */
@@ -326,14 +324,21 @@ XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const ui
         if (pf) /* the next 8 columns' rows, in address order, one tile ahead: as much per
                  * block as the tile reads, so the prefetch runs a tile ahead all the way */
             for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+        /* the scales go through the stack, stored before the integer work and read after it
+         * (as in gq_tile_lc: read at once, the narrow stores stall the wide load) */
         uint16_t dh[8], mh[8] = {0};
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            memcpy(&dh[c], wp[c] + (size_t)i * (size_t)bb + t_d_off(T), 2);
+            if (mk != MIN_NONE) memcpy(&mh[c], wp[c] + (size_t)i * (size_t)bb + t_m_off(T), 2);
+        }
         /* unrolled for the small 32-value blocks; a K block's code is long enough */
         if (t_values(T) == 32) {
 #pragma GCC unroll 8
-            for (int c = 0; c < 8; c++) col_block(T, R, wp[c] + (size_t)i * (size_t)bb, aq, pre, part, c, dh, mh);
+            for (int c = 0; c < 8; c++) col_block(T, R, wp[c] + (size_t)i * (size_t)bb, aq, pre, part, c);
         } else {
 #pragma GCC unroll 1
-            for (int c = 0; c < 8; c++) col_block(T, R, wp[c] + (size_t)i * (size_t)bb, aq, pre, part, c, dh, mh);
+            for (int c = 0; c < 8; c++) col_block(T, R, wp[c] + (size_t)i * (size_t)bb, aq, pre, part, c);
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
         __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
