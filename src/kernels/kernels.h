@@ -303,10 +303,10 @@ int xi_weight_block_for(const xi_ops *ops, const xi_weight *w);
 /* This thread's scratch buffer `slot` (0..XI_SCRATCH_SLOTS-1: 0, 1 the tiled matmul's, 2..4
  * the quantized x of qdot.c, 5 that of gq.c, 6 gq.c's dequantized row, 7..9 the rows a
  * threaded matmul quantizes once for all its threads, kernels.c; 10 the per-row terms of
- * x86/avx2_gq.c's lanes-as-columns tile) of at least `bytes`, 64-byte aligned; it grows to the largest
+ * x86/avx2_gq.c's lanes-as-columns tile, 11 its transposed panel) of at least `bytes`, 64-byte aligned; it grows to the largest
  * need once and is then reused, so steady-state steps allocate nothing, and is freed at
  * thread exit. NULL when out of memory. */
-#define XI_SCRATCH_SLOTS 11
+#define XI_SCRATCH_SLOTS 12
 void *xi_kernel_scratch(int slot, size_t bytes);
 
 /* y = x W^T (+ bias), split across the pool along output columns. bias may be NULL. */

@@ -539,17 +539,121 @@ XI_INLINE int lc_prepare(const int T, const uint8_t *act, size_t as, int64_t row
     return 1;
 }
 
+/* ---- lanes as columns over many rows: a transposed panel ----
+ * With many rows each 4-row tile transposed the same 8 columns again (16 times per chunk of
+ * 64 rows). gq_run instead transposes a column tile once per row chunk into this thread's
+ * scratch (slot 11), as the vectors the steps read (step g: Q4_0 / Q5_0 the low and the high
+ * codes, fifth bits in; Q8_0 |codes| and the codes), then the 8 scales as f32, and every row
+ * tile of the chunk reads them from L1 / L2. Same integer sums, same float steps. */
+XI_INLINE int lcp_vecs(int T) { return T == T_Q8_0 ? 17 : 9; } /* per block, scales included */
+
+XI_INLINE void lcp_fill(const int T, const uint8_t *w0, size_t rb, int64_t nb, const uint8_t *pf,
+                        __m256i *p) {
+    const int bb = t_block_bytes(T);
+    for (int64_t i = 0; i < nb; i++, p += lcp_vecs(T)) {
+        const uint8_t *b = w0 + (size_t)i * (size_t)bb;
+        if (pf)
+            for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+        uint16_t dh[8];
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) memcpy(&dh[c], b + c * rb, 2);
+        if (T == T_Q8_0) {
+            __m256i v[8];
+            cols_t16(b, rb, 2, v);
+            cols_t16(b, rb, 18, v + 4);
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                p[2 * g] = _mm256_abs_epi8(v[g]);
+                p[2 * g + 1] = v[g];
+            }
+        } else {
+            __m256i v[4], h = _mm256_setzero_si256();
+            cols_t16(b, rb, T == T_Q5_0 ? 6 : 2, v);
+            if (T == T_Q5_0) h = cols_u32(b, rb, 2);
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) {
+                __m256i lo = _mm256_and_si256(v[g], mask8(15));
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v[g], 4), mask8(15));
+                if (T == T_Q5_0) {
+                    lo = _mm256_or_si256(lo, fifth_lc(h, g, 0));
+                    hi = _mm256_or_si256(hi, fifth_lc(h, g, 1));
+                }
+                p[2 * g] = lo;
+                p[2 * g + 1] = hi;
+            }
+        }
+        p[lcp_vecs(T) - 1] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
+    }
+}
+
+XI_INLINE void gq_tile_lcp(const int T, const int R, float *y, int64_t ldy, const uint8_t *a0,
+                           size_t as, const lc_rows *lr, const __m256i *p, int64_t nb) {
+    const int ab = t_act_bytes(T);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[RT];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, p += lcp_vecs(T)) {
+        const uint8_t *aq[RT];
+        for (int r = 0; r < R; r++) aq[r] = a0 + (size_t)r * as + (size_t)i * (size_t)ab + 2;
+        __m256i s[RT];
+        if (T == T_Q8_0) {
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++)
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    const __m256i q = _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(p[2 * g], _mm256_sign_epi8(bcast4(aq[r] + 4 * g), p[2 * g + 1])), ones);
+                    s[r] = g ? _mm256_add_epi32(s[r], q) : q;
+                }
+        } else {
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) s[r] = _mm256_set1_epi32(lr->init[r * lr->nb + i]);
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++)
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++)
+                    s[r] = _mm256_add_epi16(s[r], _mm256_add_epi16(_mm256_maddubs_epi16(p[2 * g], bcast4(aq[r] + 4 * g)),
+                                                                   _mm256_maddubs_epi16(p[2 * g + 1], bcast4(aq[r] + 16 + 4 * g))));
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) s[r] = _mm256_madd_epi16(s[r], ones);
+        }
+        const __m256 d = _mm256_castsi256_ps(p[lcp_vecs(T) - 1]);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(lr->da[r * lr->nb + i]));
+            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(s[r])));
+        }
+    }
+    for (int r = 0; r < R; r++) _mm256_storeu_ps(y + r * ldy, acc[r]);
+}
+
 XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, size_t as,
                       int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
     const size_t rb = (size_t)(w->n_in / t_values(T)) * (size_t)t_block_bytes(T);
     const int64_t nb = w->n_in / t_values(T);
     lc_rows lr = {0};
     const int lc = t_lc(T) && (T != T_Q8_0 || rows > 1) && lc_prepare(T, act, as, rows, nb, &lr);
+    __m256i *panel = lc && rows > 1 ? xi_kernel_scratch(11, (size_t)(nb * lcp_vecs(T)) * 32) : NULL;
     for (int64_t c0 = 0; c0 < rows; c0 += ROW_CHUNK) {
         const int64_t c1 = XI_MIN(rows, c0 + ROW_CHUNK);
         for (int64_t n = n0; n < n1; n += 8) {
             const int cols = (int)XI_MIN((int64_t)8, n1 - n);
             const uint8_t *w0 = (const uint8_t *)w->data + (size_t)n * rb;
+            if (panel && cols == 8) {
+                lcp_fill(T, w0, rb, nb, n + 8 < n1 ? w0 + 8 * rb : NULL, panel);
+                for (int64_t r = c0; r < c1; r += RT) {
+                    const lc_rows lt = {lr.da + r * nb, lr.init + r * nb, nb};
+                    float *yt = y + r * ldy + n;
+                    const uint8_t *at = act + (size_t)r * as;
+                    switch (XI_MIN((int64_t)RT, c1 - r)) {
+                    case 4: gq_tile_lcp(T, 4, yt, ldy, at, as, &lt, panel, nb); break;
+                    case 3: gq_tile_lcp(T, 3, yt, ldy, at, as, &lt, panel, nb); break;
+                    case 2: gq_tile_lcp(T, 2, yt, ldy, at, as, &lt, panel, nb); break;
+                    default: gq_tile_lcp(T, 1, yt, ldy, at, as, &lt, panel, nb); break;
+                    }
+                }
+                continue;
+            }
             for (int64_t r = c0; r < c1; r += RT) {
                 float *yt = y + r * ldy + n;
                 const uint8_t *at = act + (size_t)r * as;
