@@ -4,8 +4,7 @@
 #include <stdlib.h>
 
 #include "kernels/kernels.h"
-#include "kernels/matmul_tile.h"
-#include "kernels/qtypes.h"
+#include "kernels/wformat.h"
 
 typedef struct {
     void *p[XI_SCRATCH_SLOTS];
@@ -41,7 +40,8 @@ void *xi_kernel_scratch(int slot, size_t bytes) {
 }
 
 /* The activation rows of one job on one thread, quantized once for every linear whose format
- * needs it: x for the Q8 / Q4_AWQ dot products (qx) and for GGML weights (ga, in format ga_fmt). */
+ * needs it: x for the XI_WACT_QX formats' dot products (qx) and for the ggml types (ga, in
+ * format ga_fmt). */
 typedef struct act_cache {
     const xi_qx *qx;
     const void *ga;
@@ -63,14 +63,16 @@ typedef struct {
 enum { EPI_NONE, EPI_SILU, EPI_ADD };
 
 /* Columns [b, e) of y = x w^T through the precision's path: int8 tables quantize x (once per
- * cache) for integer formats; out of memory for the quantized rows (a few KB per row), the
- * fp32 path still gives an answer, of the exact precision. */
+ * cache) into the activation format of w's integer dot product (its wformat row); out of
+ * memory for the quantized rows (a few KB per row), the fp32 path still gives an answer, of
+ * the exact precision. */
 static void matmul_cols(const xi_ops *ops, act_cache *c, float *y, int64_t ldy, const float *x,
                         int64_t ldx, int64_t rows, const xi_weight *w, int64_t b, int64_t e) {
-    if (w->dtype == XI_GGML && ops->matmul_gq) {
-        if (!c->ga || c->ga_fmt != (int)w->qtype->act) {
+    const xi_wformat *f = xi_wformat_of(w);
+    if (f->act == XI_WACT_GGML && ops->matmul_gq) {
+        if (!c->ga || c->ga_fmt != (int)f->ggml_act) {
             c->ga = xi_gq_quantize(ops, w, x, ldx, rows, &c->ga_stride);
-            c->ga_fmt = (int)w->qtype->act;
+            c->ga_fmt = (int)f->ggml_act;
         }
         if (c->ga) {
             ops->matmul_gq(y, ldy, c->ga, c->ga_stride, rows, w, b, e);
@@ -134,7 +136,7 @@ typedef struct {
     const xi_ops *ops;
     const float *x;
     int64_t rows;
-    const xi_weight *w; /* GGML: quantize into ga; otherwise into qx */
+    const xi_weight *w; /* XI_WACT_GGML formats: quantize into ga; otherwise into qx */
     void *ga;
     const xi_qx *qx;
 } quant_job;
@@ -155,11 +157,12 @@ static void run_job(xi_pool *pool, matmul_job *j) {
     xi_qx qx;
     quant_job q = {ops, j->x, j->rows, w, NULL, NULL};
     if (j->rows >= SHARED_ROWS && xi_pool_size(pool) > 1) {
-        const int bs = ops->matmul_q ? xi_qdot_block(w) : 0; /* 0 for GGML and float weights */
-        if (w->dtype == XI_GGML && ops->matmul_gq) {
+        const xi_wformat *f = xi_wformat_of(w);
+        const int bs = ops->matmul_q ? xi_qdot_block(w) : 0; /* 0 unless f->act is XI_WACT_QX */
+        if (f->act == XI_WACT_GGML && ops->matmul_gq) {
             const size_t rb = xi_gq_act_row_bytes(w);
             if ((q.ga = xi_kernel_scratch(7, (size_t)j->rows * rb + 64)))
-                shared = (act_cache){.ga = q.ga, .ga_fmt = (int)w->qtype->act, .ga_stride = rb};
+                shared = (act_cache){.ga = q.ga, .ga_fmt = (int)f->ggml_act, .ga_stride = rb};
         } else if (bs && !xi_qx_alloc(&qx, 7, j->rows, w->n_in, bs)) {
             q.qx = shared.qx = &qx;
         }
@@ -214,53 +217,10 @@ void xi_matmul_part(const xi_ops *ops, float *y, int64_t ldy, const float *x, in
 }
 
 int xi_weight_block_for(const xi_ops *ops, const xi_weight *w) {
-    if (w->dtype == XI_GGML) return 0; /* kept as stored */
-    if (ops->matmul_q && ops->weight_block && (w->dtype == XI_Q8 || w->dtype == XI_Q4_AWQ))
-        return xi_weight_dot_fits(w) ? XI_BLOCK_DOT : 0;
-    if (w->dtype == XI_Q4_AWQ) {
-        const int b = ops->q4_block;
-        return b && w->n_in % b == 0 && w->group_size > 0 && w->group_size % b == 0 ? b : 0;
-    }
-    return ops->weight_block;
+    return xi_wformat_of(w)->block_for(ops, w);
 }
 
-void xi_weight_row(const xi_weight *w, int64_t row, float *out) {
-    const int64_t n = w->n_in;
-    if (w->dtype == XI_GGML) {
-        const size_t rb = xi_qtype_row_bytes(w->qtype, n);
-        xi_qtype_dequant_row(w->qtype, (const char *)w->data + (size_t)row * rb, out, n);
-        return;
-    }
-    if (w->block && w->dtype != XI_Q4_AWQ) { /* blocked: the row's elements are block apart */
-        for (int64_t k = 0; k < n; k++) {
-            const int64_t i = xi_weight_index(w, row, k);
-            out[k] = xi_elem_f32(w->dtype, w->data, i) * (w->dtype == XI_Q8 ? w->scale[row] : 1.0f);
-        }
-        return;
-    }
-    switch (w->dtype) {
-    case XI_F32:
-    case XI_F16:
-    case XI_BF16:
-        xi_to_f32(out, (const char *)w->data + row * n * (int64_t)xi_dtype_size(w->dtype),
-                  w->dtype, (size_t)n);
-        break;
-    case XI_Q8:
-        for (int64_t k = 0; k < n; k++)
-            out[k] = (float)((const int8_t *)w->data)[row * n + k] * w->scale[row];
-        break;
-    case XI_Q4_AWQ: {
-        const int64_t groups = n / w->group_size;
-        for (int64_t k = 0; k < n; k++) {
-            const int q = xi_q4_at(w, row, k);
-            int64_t g = k / w->group_size;
-            out[k] = (float)(q - w->zero[row * groups + g]) * w->scale[row * groups + g];
-        }
-        break;
-    }
-    default: break;
-    }
-}
+void xi_weight_row(const xi_weight *w, int64_t row, float *out) { xi_wformat_of(w)->dequant(w, row, 0, w->n_in, out); }
 
 void xi_kv_write(const xi_kv_view *kv, int64_t slot, const float *k, const float *v) {
     const int64_t b = slot / kv->block_size, t = slot % kv->block_size;

@@ -18,7 +18,10 @@
 #include "tensor/dtype.h"
 
 /* A linear layer's weight, logical shape [n_out, n_in] (Hugging Face nn.Linear layout);
- * the layer computes y[r, n] = sum_k x[r, k] * W[n, k].
+ * the layer computes y[r, n] = sum_k x[r, k] * W[n, k]. Its format is a row of the weight-
+ * format table (wformat.h, xi_wformat_of: dtype is the row's index, qtype the ggml type's):
+ * shared code asks the row (block size, activation format, dequantize, layouts, repack);
+ * the layouts below are what the rows and their kernels read.
  *   F32 / F16 / BF16: data = [n_out][n_in] row-major, as stored in the checkpoint.
  *   Q8:     data = int8 [n_out][n_in], scale = f32 [n_out]; W[n,k] = data[n,k] * scale[n].
  *   Q4_AWQ: data = uint8 [n_out][n_in/2], byte j of a row holds input 2j in the low nibble
@@ -69,8 +72,8 @@ typedef struct xi_weight {
     const uint8_t *zero;
     int group_size;
     int block; /* 0: row-major; 8 (F32/F16/BF16/Q8) or 16 (Q4_AWQ): blocked layouts above;
-                  XI_BLOCK_DOT (Q8, Q4_AWQ): the dot layout */
-    const struct xi_qtype *qtype; /* GGML: the block type */
+                  XI_BLOCK_DOT (Q8, Q4_AWQ): the dot layout (the row's layouts bits) */
+    const struct xi_qtype *qtype; /* GGML: the block type, whose wformat row this weight's is */
 } xi_weight;
 
 #define XI_BLOCK_DOT 32
@@ -280,8 +283,8 @@ int xi_weight_quantize_q8(xi_weight *w, const void *src, xi_dtype src_dtype, int
                           int64_t n_in, void **owned, size_t *owned_bytes, char *err,
                           size_t errlen);
 
-/* Repack an F32 / F16 / BF16 / Q8 row-major weight in place into the blocked layout (block
- * 8), or a Q4_AWQ one into its block-16 layout; a no-op returning 0 when block is 0, the
+/* The repack of w's wformat row: an F32 / F16 / BF16 / Q8 row-major weight in place into the
+ * blocked layout (block 8), or a Q4_AWQ one into its block-16 layout; a no-op returning 0 when block is 0, the
  * weight is already blocked, another dtype, n_out % block != 0 (dense), or a Q4_AWQ block
  * other than 16 or whose n_in or group size 16 does not divide. w->data must be writable (the caller owns it). -1 with err set when
  * the one block of scratch cannot be allocated. */
@@ -290,7 +293,7 @@ int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen);
  * xi_weight_block calls it for XI_BLOCK_DOT). */
 int xi_weight_dot_fits(const xi_weight *w);
 int xi_weight_block_dot(xi_weight *w, char *err, size_t errlen);
-/* The block the loader should give w for ops: for Q8 / Q4_AWQ of an int8 table with a
+/* The block the loader should give w for ops (its wformat row's block_for): for Q8 / Q4_AWQ of an int8 table with a
  * weight_block, XI_BLOCK_DOT where the shapes allow; for Q4_AWQ ops->q4_block where it applies;
  * otherwise ops->weight_block, for every row length (bench_kernels --gemv --layout both on
  * AVX2, 896x4864, 9.5 KiB BF16 rows: GEMV 0.63 row-major vs 1.18 blocked of the read
@@ -301,9 +304,10 @@ int xi_weight_block_for(const xi_ops *ops, const xi_weight *w);
 /* ---- helpers shared by all variants (kernels.c) ---- */
 
 /* This thread's scratch buffer `slot` (0..XI_SCRATCH_SLOTS-1: 0, 1 the tiled matmul's, 2..4
- * the quantized x of qdot.c, 5 that of gq.c, 6 gq.c's dequantized row, 7..9 the rows a
- * threaded matmul quantizes once for all its threads, kernels.c; 10 the per-row terms of
- * x86/avx2_gq.c's lanes-as-columns tile, 11 its transposed panel) of at least `bytes`, 64-byte aligned; it grows to the largest
+ * the quantized x of qdot.c, 5 that of gq.c, 6 the dequantized row of gq.c's and ref.c's
+ * exact matmuls, 7..9 the rows a threaded matmul quantizes once for all its threads,
+ * kernels.c; 10 the per-row terms of x86/avx2_gq.c's lanes-as-columns tile, 11 its
+ * transposed panel) of at least `bytes`, 64-byte aligned; it grows to the largest
  * need once and is then reused, so steady-state steps allocate nothing, and is freed at
  * thread exit. NULL when out of memory. */
 #define XI_SCRATCH_SLOTS 12

@@ -16,6 +16,8 @@
  *                            into tile_io.xg
  * It defines `static void matmul_driver(...)` with the xi_ops.matmul signature. */
 
+#include "kernels/wformat.h"
+
 /* Rows [0, R) x nc columns from w, in tiles of TILE_COLS and one narrower tile. */
 XI_INLINE void tile_cols(xi_dtype t, int R, const tile_io *io0, wsrc w, int64_t nc) {
     const int CM = TILE_COLS(t, R);
@@ -175,17 +177,19 @@ static void blocked_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int
 
 static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                           const xi_weight *w, int64_t n0, int64_t n1) {
-    if (w->dtype == XI_GGML || w->block == XI_BLOCK_DOT || (w->dtype == XI_Q4_AWQ &&
-        (w->group_size <= 0 || w->group_size % 8 || w->n_in % w->group_size))) {
-        /* Only AWQ group sizes that are multiples of 8 have a vector path; the dot layout
-         * and the GGML blocks are the integer path's (fp32 activations read them through
-         * ref's loop). */
+    const xi_wformat *f = xi_wformat_of(w);
+    const int grouped = !f->block; /* AWQ: scale and zero point per group of the weight's */
+    if (f->matmul_exact || w->block == XI_BLOCK_DOT ||
+        (grouped && (w->group_size <= 0 || w->group_size % 8 || w->n_in % w->group_size))) {
+        /* Only group sizes that are multiples of 8 have a vector path; the dot layout and the
+         * formats with an exact matmul of their own (the ggml types, wformat.h) are the
+         * integer path's (fp32 activations read them through ref's matmul). */
         xi_ops_ref()->matmul(y, ldy, x, ldx, rows, w, n0, n1);
         return;
     }
     if (n1 <= n0) return;
     const float *xg = NULL; /* the AWQ group sums of x, rows x (n_in / group_size) */
-    if (w->dtype == XI_Q4_AWQ) {
+    if (grouped) {
         const int64_t G = w->n_in / w->group_size;
         float *s = scratch_slot(1, (size_t)(rows * G) * 4);
         if (!s) { /* out of memory: ref gives the answer, slower */
@@ -195,7 +199,7 @@ static void matmul_driver(float *y, int64_t ldy, const float *x, int64_t ldx, in
         for (int64_t r = 0; r < rows; r++) q4_group_sums(s + r * G, x + r * ldx, w->n_in, w->group_size);
         xg = s;
     }
-    if (w->block && w->dtype != XI_Q4_AWQ) { /* block 8, the only dense one */
+    if (w->block && (f->layouts & XI_LAYOUT_B8)) { /* block 8, the only dense one */
         blocked_rows(y, ldy, x, ldx, rows, w, n0, n1);
         return;
     }

@@ -2,25 +2,21 @@
  * rows (once per matmul job, on each thread or, from 16 rows on, split across them; kernels.c), the scalar oracle of the integer matmul
  * (xi_matmul_q_ref, every variant's twin) and the repack into the dot layout (kernels.h).
  *
- * Why these blocks: Q8 weights have one scale per output channel, so a block of 32 inputs
- * (llama.cpp's Q8_0 size) keeps an outlier from flattening a whole row of activations at
- * the cost of one fp32 FMA per 32 products; Q4_AWQ weights change scale and zero point per
- * group anyway, so the activation block is the group, and the zero point costs one integer
- * multiply per group: sum (q_w - z) q_x = S - z s. */
+ * The activation block is the format's (its wformat row: 32 inputs for int8, the group for
+ * awq-int4, whose zero point then costs one integer multiply per group: sum (q_w - z) q_x =
+ * S - z s). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
-#include "kernels/kernels.h"
-
-#define Q8_BLOCK 32
+#include "kernels/wformat.h"
 
 int xi_qdot_block(const xi_weight *w) {
-    if (w->dtype == XI_Q8) return Q8_BLOCK;
-    if (w->dtype == XI_Q4_AWQ && w->group_size > 0 && w->n_in % w->group_size == 0)
-        return w->group_size;
-    return 0;
+    const xi_wformat *f = xi_wformat_of(w);
+    if (f->act != XI_WACT_QX) return 0;
+    if (f->act_block) return f->act_block;
+    return w->group_size > 0 && w->n_in % w->group_size == 0 ? w->group_size : 0;
 }
 
 /* ---- activation quantization ---------------------------------------------------------- */
@@ -81,6 +77,8 @@ void xi_matmul_q_ref(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const 
                      int64_t n0, int64_t n1) {
     const int64_t K = w->n_in, nb = x->nb, bs = x->bs;
     const int8_t *w8 = w->data;
+    const int grouped = !xi_wformat_of(w)->block; /* awq-int4: scale and zero per group; int8:
+                                                     one scale per output row */
     for (int64_t r = 0; r < rows; r++) {
         const int8_t *q = x->q + r * K;
         const float *d = x->d + r * nb;
@@ -90,7 +88,7 @@ void xi_matmul_q_ref(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const 
             for (int64_t b = 0; b < nb; b++) {
                 const int64_t k1 = XI_MIN(K, (b + 1) * bs);
                 int32_t S = 0;
-                if (w->dtype == XI_Q8) {
+                if (!grouped) {
                     for (int64_t k = b * bs; k < k1; k++) S += q[k] * w8[xi_weight_index(w, n, k)];
                     acc = fmaf((float)S, d[b], acc);
                 } else {
@@ -99,24 +97,25 @@ void xi_matmul_q_ref(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const 
                     acc = fmaf((float)(S - (int32_t)w->zero[g] * s[b]) * d[b], w->scale[g], acc);
                 }
             }
-            y[r * ldy + n] = w->dtype == XI_Q8 ? acc * w->scale[n] : acc;
+            y[r * ldy + n] = grouped ? acc : acc * w->scale[n];
         }
     }
 }
 
 /* ---- the dot layout -------------------------------------------------------------------- */
 
+/* 8 columns, whole lanes of dot_k inputs, and (a group-sized block) groups of whole lanes. */
 int xi_weight_dot_fits(const xi_weight *w) {
-    if (w->n_out % 8) return 0;
-    if (w->dtype == XI_Q8) return w->n_in % 4 == 0;
-    return w->dtype == XI_Q4_AWQ && w->n_in % 8 == 0 && w->group_size > 0 &&
-           w->group_size % 8 == 0 && w->n_in % w->group_size == 0;
+    const xi_wformat *f = xi_wformat_of(w);
+    if (!(f->layouts & XI_LAYOUT_DOT) || w->n_out % 8 || w->n_in % f->dot_k) return 0;
+    if (f->block) return 1;
+    return w->group_size > 0 && w->group_size % f->dot_k == 0 && w->n_in % w->group_size == 0;
 }
 
-/* Row-major Q8 / Q4_AWQ to the dot layout, one block of 8 columns at a time through tmp. */
+/* Row-major int8 / awq-int4 to the dot layout, one block of 8 columns at a time through tmp. */
 int xi_weight_block_dot(xi_weight *w, char *err, size_t errlen) {
     if (w->block || !xi_weight_dot_fits(w)) return 0;
-    const int q8 = w->dtype == XI_Q8;
+    const int q8 = xi_wformat_of(w)->dot_k == 4; /* a byte per input; else two nibbles */
     const size_t K = (size_t)w->n_in, bytes = q8 ? 8 * K : 4 * K;
     uint8_t *tmp = malloc(bytes), *d = (uint8_t *)w->data; /* the caller owns it writable */
     if (!tmp) return xi_errf(err, errlen, "weight repack: out of memory for %zu bytes", bytes);

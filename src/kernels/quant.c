@@ -1,11 +1,12 @@
 /* kernels/quant: build the quantized xi_weight layouts once at load: repack AutoAWQ GEMM
- * tensors into Q4_AWQ, quantize F32/F16/BF16 weights to per-channel Q8. */
+ * tensors into awq-int4, quantize F32/F16/BF16 weights to per-channel int8, and the repack
+ * hooks of the wformat rows (xi_weight_block asks the weight's row). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
-#include "kernels/kernels.h"
+#include "kernels/wformat.h"
 
 /* AutoAWQ packs 8 output columns per int32: nibble j (bits 4j..4j+3) of packed column i holds
  * output column 8 i + AWQ_ORDER[j] (its GEMM kernels unpack in this interleaved order). */
@@ -144,18 +145,30 @@ static void q4_block16(xi_weight *w) {
 }
 
 int xi_weight_block(xi_weight *w, int block, char *err, size_t errlen) {
+    const xi_wformat *f = xi_wformat_of(w);
+    return f && f->repack ? f->repack(w, block, err, errlen) : 0;
+}
+
+/* The awq-int4 row's repack: the dot layout, or block 16 where n_in and the group allow it. */
+int xi_wformat_repack_awq(xi_weight *w, int block, char *err, size_t errlen) {
+    if (block == XI_BLOCK_DOT) return xi_weight_block_dot(w, err, errlen);
+    if (block == 16 && !w->block && w->n_in % 16 == 0 && w->group_size > 0 && w->group_size % 16 == 0)
+        q4_block16(w);
+    return 0;
+}
+
+/* The int8 row's repack: the dot layout, or the dense blocked one. */
+int xi_wformat_repack_q8(xi_weight *w, int block, char *err, size_t errlen) {
+    if (block == XI_BLOCK_DOT) return xi_weight_block_dot(w, err, errlen);
+    return xi_wformat_repack_dense(w, block, err, errlen);
+}
+
+/* The dense blocked layout of the formats with one element per value (float rows, int8). */
+int xi_wformat_repack_dense(xi_weight *w, int block, char *err, size_t errlen) {
+    const xi_wformat *f = xi_wformat_of(w);
+    if (block <= 0 || w->block || w->n_out % block || !(f->layouts & XI_LAYOUT_B8)) return 0;
     const xi_dtype t = w->dtype;
-    if (block == XI_BLOCK_DOT && (t == XI_Q8 || t == XI_Q4_AWQ)) return xi_weight_block_dot(w, err, errlen);
-    if (t == XI_Q4_AWQ) {
-        if (block == 16 && !w->block && w->n_in % 16 == 0 && w->group_size > 0 &&
-            w->group_size % 16 == 0)
-            q4_block16(w);
-        return 0;
-    }
-    if (block <= 0 || w->block || w->n_out % block ||
-        (t != XI_F32 && t != XI_F16 && t != XI_BF16 && t != XI_Q8))
-        return 0;
-    const size_t es = t == XI_Q8 ? 1 : xi_dtype_size(t), K = (size_t)w->n_in;
+    const size_t es = (size_t)f->block_bytes, K = (size_t)w->n_in;
     const size_t bytes = (size_t)block * K * es; /* one block, same span in both layouts */
     char *tmp = malloc(bytes);
     if (!tmp) return xi_errf(err, errlen, "weight repack: out of memory for %zu bytes", bytes);

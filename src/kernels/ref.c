@@ -2,7 +2,7 @@
  * Every ISA variant is tested against these functions. */
 #include <math.h>
 
-#include "kernels/kernels.h"
+#include "kernels/wformat.h"
 
 static inline float load_elem(const void *base, xi_dtype t, int64_t i) {
     switch (t) {
@@ -12,31 +12,36 @@ static inline float load_elem(const void *base, xi_dtype t, int64_t i) {
     }
 }
 
-/* W[n, k] as f32, for every weight format. */
-static inline float weight_at(const xi_weight *w, int64_t n, int64_t k) {
-    switch (w->dtype) {
-    case XI_Q8: return (float)((const int8_t *)w->data)[xi_weight_index(w, n, k)] * w->scale[n];
-    case XI_Q4_AWQ: {
-        const int q = xi_q4_at(w, n, k);
-        int64_t groups = w->n_in / w->group_size, g = k / w->group_size;
-        return (float)(q - w->zero[n * groups + g]) * w->scale[n * groups + g];
-    }
-    default: return load_elem(w->data, w->dtype, xi_weight_index(w, n, k));
-    }
-}
-
+/* Every format: row n of W dequantized by its wformat row (the format's scalar reference),
+ * then sum_k x[k] * W[n, k] in index order; a format the row gives an exact matmul of its own
+ * (the ggml types) runs that. Out of memory for the row (one slot of this thread's scratch),
+ * XI_QK_MAX values at a time (whole blocks of every format), the same sums. */
 static void ref_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                        const xi_weight *w, int64_t n0, int64_t n1) {
-    if (w->dtype == XI_GGML) {
-        xi_matmul_gq_exact(y, ldy, x, ldx, rows, w, n0, n1);
+    const xi_wformat *f = xi_wformat_of(w);
+    if (f->matmul_exact) {
+        f->matmul_exact(y, ldy, x, ldx, rows, w, n0, n1);
         return;
     }
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t n = n0; n < n1; n++) {
+    const int64_t K = w->n_in;
+    float *row = xi_kernel_scratch(6, (size_t)K * sizeof(float));
+    for (int64_t n = n0; n < n1; n++) {
+        if (row) f->dequant(w, n, 0, K, row);
+        for (int64_t r = 0; r < rows; r++) {
             float acc = 0.0f;
-            for (int64_t k = 0; k < w->n_in; k++) acc += x[r * ldx + k] * weight_at(w, n, k);
+            if (row) {
+                for (int64_t k = 0; k < K; k++) acc += x[r * ldx + k] * row[k];
+            } else {
+                float blk[XI_QK_MAX];
+                for (int64_t k0 = 0; k0 < K; k0 += XI_QK_MAX) {
+                    const int64_t k1 = k0 + XI_QK_MAX < K ? k0 + XI_QK_MAX : K;
+                    f->dequant(w, n, k0, k1, blk);
+                    for (int64_t k = k0; k < k1; k++) acc += x[r * ldx + k] * blk[k - k0];
+                }
+            }
             y[r * ldy + n] = acc;
         }
+    }
 }
 
 static void ref_attn(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "kernels/qtypes.h"
+#include "kernels/wformat.h"
 #include "model/model_internal.h"
 
 int xi_model_own(xi_model *m, void *p, size_t bytes, int big) {
@@ -68,7 +68,7 @@ static const xi_st_tensor *bind(xi_model *m, const char *name, int nd, const int
     int ok = t->n_dims == nd;
     for (int i = 0; ok && i < nd; i++) ok = t->shape[i] == shape[i];
     if (float_only && t->dtype != XI_F32 && t->dtype != XI_F16 && t->dtype != XI_BF16 &&
-        !(t->dtype == XI_GGML && nd == 2)) {
+        !(t->qtype && nd == 2)) {
         shape_str(got, sizeof got, t->n_dims, t->shape);
         xi_errf(err, errlen, "%s: tensor %s: dtype %s is not supported (expected f32, f16 or bf16)",
                 t->file, name, xi_dtype_name(t->dtype));
@@ -94,7 +94,7 @@ static int load_ggml(xi_model *m, xi_weight *w, const xi_st_tensor *t, const cha
     m->n_params += R * C;
     if (sl->c0 % B == 0 && C % B == 0) {
         const size_t cb = xi_qtype_row_bytes(qt, C), off = (size_t)(sl->c0 / B) * (size_t)qt->block_bytes;
-        *w = (xi_weight){.dtype = XI_GGML, .n_out = R, .n_in = C, .qtype = qt};
+        *w = (xi_weight){.dtype = t->dtype, .n_out = R, .n_in = C, .qtype = qt};
         m->weight_bytes += (int64_t)(cb * (size_t)R);
         if (zero_copy && C == cols) {
             w->data = (const char *)t->data + (size_t)sl->r0 * rb;
@@ -122,7 +122,7 @@ static int load_matrix(xi_model *m, xi_weight *w, const char *name, int64_t rows
     if (!t) return -1;
     const xi_slice full = {0, rows, 0, cols};
     if (!sl) sl = &full;
-    if (t->dtype == XI_GGML) return load_ggml(m, w, t, name, cols, sl, zero_copy, err, errlen);
+    if (t->qtype) return load_ggml(m, w, t, name, cols, sl, zero_copy, err, errlen);
     const int64_t R = sl->r1 - sl->r0, C = sl->c1 - sl->c0;
     xi_dtype want = m->wdtype;
     memset(w, 0, sizeof *w);
@@ -243,7 +243,7 @@ static int load_awq(xi_model *m, xi_weight *w, xi_awq_src *lazy, const char *mod
     m->weight_bytes += (int64_t)(qw->nbytes + qz->nbytes + sc->nbytes) * part / (rows * cols);
     if (lazy) {
         *lazy = src;
-        *w = (xi_weight){.dtype = XI_Q4_AWQ, .n_out = src.sl.r1 - src.sl.r0,
+        *w = (xi_weight){.dtype = m->qfmt->dtype, .n_out = src.sl.r1 - src.sl.r0,
                          .n_in = src.sl.c1 - src.sl.c0, .group_size = m->cfg.quant_group_size};
         return 0;
     }
@@ -259,14 +259,15 @@ static int load_awq(xi_model *m, xi_weight *w, xi_awq_src *lazy, const char *mod
 }
 
 /* The matrix name [rows, cols] (or its slice sl, NULL: all) quantized to int8 per output row
- * (XI_Q8) in the kernels' layout; a GGUF matrix in a ggml block format stays as stored. */
+ * (the int8 row of kernels/wformat.h) in the kernels' layout; a GGUF matrix in a ggml block
+ * format stays as stored. */
 static int load_q8(xi_model *m, xi_weight *w, const char *name, int64_t rows, int64_t cols,
                    const xi_slice *sl, int zero_copy, char *err, size_t errlen) {
     int64_t shape[2] = {rows, cols};
     const xi_st_tensor *t = bind(m, name, 2, shape, 1, err, errlen);
     if (!t) return -1;
     const xi_slice full = {0, rows, 0, cols};
-    if (t->dtype == XI_GGML) /* already quantized: kept as it is */
+    if (t->qtype) /* a ggml block type, already quantized: kept as it is */
         return load_ggml(m, w, t, name, cols, sl ? sl : &full, zero_copy, err, errlen);
     void *owned;
     size_t bytes;
@@ -281,15 +282,52 @@ static int load_q8(xi_model *m, xi_weight *w, const char *name, int64_t rows, in
     return xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
 }
 
-/* A linear layer's weight `module`.weight [rows, cols] (or its slice sl, NULL: all): AWQ
- * int4, int8 quantized at load, or a float matrix in the model's weight dtype. */
+/* The linear loaders of the quantized formats: 0 done, -1 error, 1 not this module's (an
+ * AWQ checkpoint's modules_to_not_convert): loaded as a float matrix. */
+typedef int (*linear_fn)(xi_model *m, xi_weight *w, const char *module, const char *name, int64_t rows,
+                         int64_t cols, const xi_slice *sl, int zero_copy, char *err, size_t errlen);
+
+static int linear_awq(xi_model *m, xi_weight *w, const char *module, const char *name, int64_t rows,
+                      int64_t cols, const xi_slice *sl, int zero_copy, char *err, size_t errlen) {
+    (void)name, (void)zero_copy;
+    return awq_skipped(&m->cfg, module) ? 1 : load_awq(m, w, NULL, module, rows, cols, sl, err, errlen);
+}
+
+static int linear_q8(xi_model *m, xi_weight *w, const char *module, const char *name, int64_t rows,
+                     int64_t cols, const xi_slice *sl, int zero_copy, char *err, size_t errlen) {
+    (void)module;
+    return load_q8(m, w, name, rows, cols, sl, zero_copy, err, errlen);
+}
+
+/* --quantization: the weight format (wformat row name) each name loads the linears in, and
+ * how; whether that format is the checkpoint's own (AWQ: config.json must say so; the others
+ * refuse an AWQ checkpoint). "none": as stored. */
+typedef struct quant_mode {
+    const char *name;
+    const char *fmt;
+    int awq_checkpoint;
+    linear_fn load;
+} quant_mode;
+static const quant_mode QUANT_MODES[] = {
+    {"none", NULL, 0, NULL},
+    {"awq", "awq-int4", 1, linear_awq},
+    {"int8", "int8", 0, linear_q8},
+};
+
+static const quant_mode *quant_mode_by_name(const char *name) {
+    for (size_t i = 0; i < XI_ARRAY_LEN(QUANT_MODES); i++)
+        if (!strcmp(QUANT_MODES[i].name, name)) return &QUANT_MODES[i];
+    return NULL;
+}
+
+/* A linear layer's weight `module`.weight [rows, cols] (or its slice sl, NULL: all) in the
+ * format of --quantization, or a float matrix in the model's weight dtype. */
 static int load_linear(xi_model *m, xi_weight *w, const char *module, int64_t rows, int64_t cols,
                        const xi_slice *sl, int zero_copy, char *err, size_t errlen) {
     char name[300];
     snprintf(name, sizeof name, "%s.weight", module);
-    if (m->cfg.quant_awq && !awq_skipped(&m->cfg, module))
-        return load_awq(m, w, NULL, module, rows, cols, sl, err, errlen);
-    if (!strcmp(m->quant, "int8")) return load_q8(m, w, name, rows, cols, sl, zero_copy, err, errlen);
+    const int r = m->qmode->load ? m->qmode->load(m, w, module, name, rows, cols, sl, zero_copy, err, errlen) : 1;
+    if (r <= 0) return r;
     if (load_matrix(m, w, name, rows, cols, sl, zero_copy, err, errlen)) return -1;
     /* The kernels' blocked layout, repacked in place in our copy (an mmap stays as stored). */
     return zero_copy && w->n_in == cols ? 0 : xi_weight_block(w, xi_weight_block_for(m->ops, w), err, errlen);
@@ -437,30 +475,22 @@ static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) 
     /* quantization: "auto" follows the checkpoint; "awq" must match it; "int8" quantizes
      * float checkpoints at load; "none" refuses a quantized checkpoint. */
     const char *q = p->quantization && *p->quantization ? p->quantization : "auto";
-    if (!strcmp(q, "auto")) {
-        m->quant = c->quant_awq ? "awq" : "none";
-    } else if (!strcmp(q, "awq")) {
-        if (!c->quant_awq) {
-            xi_errf(err, errlen, "--quantization awq: %s/config.json has no AWQ quantization_config", p->dir);
-            goto fail;
-        }
-        m->quant = "awq";
-    } else if (!strcmp(q, "int8")) {
-        if (c->quant_awq) {
-            xi_errf(err, errlen, "--quantization int8: %s is already an AWQ checkpoint", p->dir);
-            goto fail;
-        }
-        m->quant = "int8";
-    } else if (!strcmp(q, "none")) {
-        if (c->quant_awq) {
-            xi_errf(err, errlen, "--quantization none: %s is an AWQ checkpoint", p->dir);
-            goto fail;
-        }
-        m->quant = "none";
-    } else {
+    const quant_mode *qm = quant_mode_by_name(!strcmp(q, "auto") ? (c->quant_awq ? "awq" : "none") : q);
+    if (!qm) {
         xi_errf(err, errlen, "--quantization %s: expected auto, awq, int8 or none", q);
         goto fail;
     }
+    if (qm->awq_checkpoint != c->quant_awq) {
+        if (qm->awq_checkpoint)
+            xi_errf(err, errlen, "--quantization %s: %s/config.json has no AWQ quantization_config", q, p->dir);
+        else
+            xi_errf(err, errlen, "--quantization %s: %s is %s AWQ checkpoint", q, p->dir,
+                    qm->fmt ? "already an" : "an");
+        goto fail;
+    }
+    m->qmode = qm;
+    m->qfmt = qm->fmt ? xi_wformat_by_name(qm->fmt) : NULL;
+    m->quant = qm->name;
     const char *lq = p->lm_head_quantization && *p->lm_head_quantization ? p->lm_head_quantization : "none";
     if (strcmp(lq, "none") && strcmp(lq, "int8")) {
         xi_errf(err, errlen, "--lm-head-quantization %s: expected none or int8", lq);
@@ -508,11 +538,11 @@ static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) 
                     c->hidden_size, &vocab, zero_copy, err, errlen))
             goto fail;
         if (c->tie_word_embeddings && m->shard.tp == 1) m->n_params = n_params;
-        if (m->lm_head.dtype != XI_Q8) {
+        const xi_wformat *lf = xi_wformat_of(&m->lm_head);
+        if (lf != xi_wformat_by_name(m->lm_head_quant)) {
             m->lm_head_quant = "none";
             XI_INFO("--lm-head-quantization int8: %s is %s in the GGUF file; kept as stored",
-                    c->tie_word_embeddings ? emb_name : name,
-                    m->lm_head.qtype ? m->lm_head.qtype->name : xi_dtype_name(m->lm_head.dtype));
+                    c->tie_word_embeddings ? emb_name : name, lf->name);
         }
     } else if (m->shard.tp > 1) {
         if (load_matrix(m, &m->lm_head, c->tie_word_embeddings ? emb_name : name, c->vocab_size,

@@ -17,7 +17,7 @@ typedef struct xi_model_params {
     const char *dir;
     const char *dtype;          /* "auto", "float32", "bfloat16", "float16" */
     const char *quantization;   /* NULL/"auto", "awq", "int8", "none" */
-    const char *lm_head_quantization; /* NULL/"none": lm_head as stored; "int8": XI_Q8 at load */
+    const char *lm_head_quantization; /* NULL/"none": lm_head as stored; "int8": the int8 weight format at load */
     const char *load_format;    /* "auto" (copy into own memory), "mmap" */
     const char *kernels;        /* NULL: best for this CPU (XINFER_KERNELS honoured) */
     const char *kernel_precision; /* NULL/"auto": XINFER_KERNEL_PRECISION, else "int8"; or "exact" */

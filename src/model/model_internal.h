@@ -70,9 +70,11 @@ struct xi_model {
     const xi_ops *ops;
     xi_pool *pool;
     xi_dtype wdtype;               /* dtype of float weights in memory */
-    const char *quant;             /* "none", "awq", "int8" */
+    const struct quant_mode *qmode; /* --quantization: how linears load (loader.c) */
+    const struct xi_wformat *qfmt; /* ... and their format; NULL: as stored */
+    const char *quant;             /* "none", "awq", "int8", "gguf" */
     int lm_head_q8;                /* --lm-head-quantization int8 asked for */
-    const char *lm_head_quant;     /* "none" (as stored) or "int8" (XI_Q8 at load) */
+    const char *lm_head_quant;     /* "none" (as stored) or "int8" (quantized at load) */
     xi_weight embed;               /* [vocab, hidden] */
     xi_weight lm_head;             /* [vocab, hidden]; = embed when tied */
     float *final_norm;             /* [hidden] */

@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "kernels/qtypes.h"
+#include "kernels/wformat.h"
 #include "model/gguf.h"
 #include "model/model_internal.h"
 
@@ -38,18 +38,22 @@ static const xi_gguf_tensor *gguf_tensor(const xi_model *m, xi_tensor_role role,
     return xi_gguf_find_tensor(m->gguf, name);
 }
 
-/* Whether an input slice of `per_rank` columns of that tensor cuts its blocks (with why). */
+/* Whether an input slice of `per_rank` columns of that tensor cuts the blocks of its format
+ * (with why). */
 static int cuts_blocks(const xi_gguf_tensor *t, int l, const char *what, int64_t per_rank,
                        char *why, size_t n) {
-    if (!t || t->type->block <= 1 || per_rank % t->type->block == 0) return 0;
+    const xi_wformat *f = t ? xi_wformat_for(XI_GGML, t->type) : NULL;
+    if (!f || f->block <= 1 || per_rank % f->block == 0) return 0;
     return snprintf(why, n, "layer %d: %s input of %lld per rank cuts its %s blocks of %d", l, what,
-                    (long long)per_rank, t->type->name, t->type->block), 1;
+                    (long long)per_rank, f->name, f->block), 1;
 }
 
 /* Why tp cannot split this model (0 when it can). */
 static int split_refused(const xi_model *m, int awq, int tp, char *why, size_t n) {
     const xi_config *c = &m->cfg;
-    const int hd = c->head_dim, g = c->quant_group_size;
+    const int hd = c->head_dim;
+    /* AWQ: an output slice keeps whole packs (the row's out_unit), an input slice whole groups */
+    const int pack = awq ? m->qfmt->out_unit : 1, g = awq && !m->qfmt->block ? c->quant_group_size : 1;
     if (c->n_heads % tp)
         return snprintf(why, n, "%d attention heads do not split %d ways", c->n_heads, tp), 1;
     if (c->n_kv_heads % tp && tp % c->n_kv_heads)
@@ -57,9 +61,9 @@ static int split_refused(const xi_model *m, int awq, int tp, char *why, size_t n
                         c->n_kv_heads, tp), 1;
     const int nkl = c->n_kv_heads >= tp ? c->n_kv_heads / tp : 1;
     const int64_t qdl = (int64_t)c->n_heads / tp * hd;
-    if (awq && (qdl % 8 || (int64_t)nkl * hd % 8))
-        return snprintf(why, n, "q/k/v rows of %lld and %lld per rank cut AWQ's packs of 8 columns",
-                        (long long)qdl, (long long)nkl * hd), 1;
+    if (awq && (qdl % pack || (int64_t)nkl * hd % pack))
+        return snprintf(why, n, "q/k/v rows of %lld and %lld per rank cut AWQ's packs of %d columns",
+                        (long long)qdl, (long long)nkl * hd, pack), 1;
     if (awq && qdl % g)
         return snprintf(why, n, "o_proj's input of %lld per rank cuts AWQ groups of %d",
                         (long long)qdl, g), 1;
@@ -71,9 +75,9 @@ static int split_refused(const xi_model *m, int awq, int tp, char *why, size_t n
             cuts_blocks(gguf_tensor(m, moe ? XI_T_EXP_DOWN : XI_T_FFN_DOWN, l), l,
                         moe ? "the experts' down" : "down's", ff / tp, why, n))
             return 1;
-        if (awq && (ff / tp) % 8)
-            return snprintf(why, n, "layer %d: gate/up columns of %d per rank cut AWQ's packs of 8",
-                            l, ff / tp), 1;
+        if (awq && (ff / tp) % pack)
+            return snprintf(why, n, "layer %d: gate/up columns of %d per rank cut AWQ's packs of %d",
+                            l, ff / tp, pack), 1;
         if (awq && (ff / tp) % g)
             return snprintf(why, n, "layer %d: down's input of %d per rank cuts AWQ groups of %d",
                             l, ff / tp, g), 1;
@@ -88,7 +92,7 @@ static int split_refused(const xi_model *m, int awq, int tp, char *why, size_t n
 int xi_shard_plan(xi_model *m, xi_comm *comm, char *err, size_t errlen) {
     const xi_config *c = &m->cfg;
     const int tp = comm ? comm->size : 1, rank = comm ? comm->rank : 0;
-    const int awq = !strcmp(m->quant, "awq");
+    const int awq = m->qfmt && m->qfmt->out_unit > 1; /* AWQ: a format of packed columns */
     char why[200];
     if (split_refused(m, awq, tp, why, sizeof why)) {
         char ok[200] = "";
@@ -188,7 +192,10 @@ int xi_shard_quantize_q8(xi_weight *w, const void *src, xi_dtype dtype, int64_t 
         memcpy(buf + r * C, (const int8_t *)full.data + r * n_in + sl->c0, (size_t)C);
     memcpy(scale, full.scale, (size_t)R * 4);
     xi_free_big(tmp, tmp_bytes);
-    *w = (xi_weight){.dtype = XI_Q8, .n_out = R, .n_in = C, .data = buf, .scale = scale};
+    *w = full; /* the format of the whole rows', on the slice's columns */
+    w->n_in = C;
+    w->data = buf;
+    w->scale = scale;
     *owned = buf;
     *owned_bytes = total;
     return 0;
