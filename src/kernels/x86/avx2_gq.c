@@ -627,6 +627,124 @@ XI_INLINE void gq_tile_lcp(const int T, const int R, float *y, int64_t ldy, cons
     for (int r = 0; r < R; r++) _mm256_storeu_ps(y + r * ldy, acc[r]);
 }
 
+/* ---- Q4_K over many rows: lanes as columns from a panel ----
+ * The same scheme for Q4_K's 256-value blocks. A sub-block s of 32 values is 8 steps of 4
+ * codes per lane (codes 0..15: |int16 sum| <= 8 * 2 * 15 * 127 = 30480), then one vpmaddwd by
+ * the columns' scales of s (an int16 pair per lane) adds sc[s] * (its products) to the lane's
+ * int32 sumi; the mins term is 4 vpmaddwd of the columns' (m[2t], m[2t+1]) pairs by the row's
+ * (B[2t], B[2t+1]), B[s] the activation's sum over sub-block s (|B| <= 32 * 127: an int16).
+ * Per column tile and row chunk the panel holds, per block: the 64 code vectors (sub-block s,
+ * step g at 8s + g), the 8 scale vectors, the 4 min-pair vectors and d, dmin as f32. The
+ * float steps are the oracle's and the other tile's: acc += (d * da) * sumi - (dmin * da) * mins
+ * (nothing to assume about da here: the minterm is formed). */
+enum { K4P_VECS = 78 };
+
+XI_INLINE void k4p_fill(const uint8_t *w0, size_t rb, int64_t nb, const uint8_t *pf, __m256i *p) {
+    const int bb = t_block_bytes(T_Q4_K);
+    for (int64_t i = 0; i < nb; i++, p += K4P_VECS) {
+        const uint8_t *b = w0 + (size_t)i * (size_t)bb;
+        if (pf)
+            for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+#pragma GCC unroll 1
+        for (int c4 = 0; c4 < 4; c4++) {
+            __m256i v[8];
+            cols_t16(b, rb, 16 + 32 * c4, v);
+            cols_t16(b, rb, 32 + 32 * c4, v + 4);
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                p[16 * c4 + g] = _mm256_and_si256(v[g], mask8(15));
+                p[16 * c4 + 8 + g] = _mm256_and_si256(_mm256_srli_epi16(v[g], 4), mask8(15));
+            }
+        }
+        uint8_t scm[8][16];
+        uint16_t dh[8], mh[8];
+        int16_t sc[8][16], mn[4][16];
+        for (int c = 0; c < 8; c++) {
+            _mm_storeu_si128((__m128i *)scm[c], k4_scales(b + c * rb + 4));
+            memcpy(&dh[c], b + c * rb, 2);
+            memcpy(&mh[c], b + c * rb + 2, 2);
+        }
+        for (int c = 0; c < 8; c++) {
+            for (int j = 0; j < 8; j++) sc[j][2 * c] = sc[j][2 * c + 1] = scm[c][j];
+            for (int t = 0; t < 4; t++) {
+                mn[t][2 * c] = scm[c][8 + 2 * t];
+                mn[t][2 * c + 1] = scm[c][9 + 2 * t];
+            }
+        }
+        for (int j = 0; j < 8; j++) p[64 + j] = _mm256_loadu_si256((const __m256i *)sc[j]);
+        for (int t = 0; t < 4; t++) p[72 + t] = _mm256_loadu_si256((const __m256i *)mn[t]);
+        p[76] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
+        p[77] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh)));
+    }
+}
+
+/* Per row and block: da, and the 4 int16 pairs (B[2t], B[2t+1]) (scratch slot 10). */
+typedef struct {
+    const float *da;
+    const int32_t *bp; /* [r * nb + i][4] */
+    int64_t nb;
+} k4p_rows;
+
+XI_INLINE int k4p_prepare(const uint8_t *act, size_t as, int64_t rows, int64_t nb, k4p_rows *kr) {
+    const int ab = t_act_bytes(T_Q4_K);
+    float *da = xi_kernel_scratch(10, (size_t)(rows * nb) * 20);
+    if (!da) return 0;
+    int32_t *bp = (int32_t *)(da + rows * nb);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < nb; i++) {
+            const uint8_t *ablk = act + (size_t)r * as + (size_t)i * (size_t)ab;
+            memcpy(&da[r * nb + i], ablk, 4);
+            int16_t bs[16];
+            memcpy(bs, ablk + 260, 32);
+            for (int t = 0; t < 4; t++) {
+                const int b0 = bs[4 * t] + bs[4 * t + 1], b1 = bs[4 * t + 2] + bs[4 * t + 3];
+                bp[(r * nb + i) * 4 + t] = (int32_t)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16);
+            }
+        }
+    *kr = (k4p_rows){da, bp, nb};
+    return 1;
+}
+
+XI_INLINE void gq_tile_k4p(const int R, float *y, int64_t ldy, const uint8_t *a0, size_t as,
+                           const k4p_rows *kr, const __m256i *p, int64_t nb) {
+    const int ab = t_act_bytes(T_Q4_K);
+    __m256 acc[RT];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, p += K4P_VECS) {
+        const uint8_t *aq[RT];
+        for (int r = 0; r < R; r++) aq[r] = a0 + (size_t)r * as + (size_t)i * (size_t)ab + 4;
+        __m256i si[RT], t[RT];
+#pragma GCC unroll 1
+        for (int j = 0; j < 8; j++) {
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++)
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    const __m256i q = _mm256_maddubs_epi16(p[8 * j + g], bcast4(aq[r] + 32 * j + 4 * g));
+                    t[r] = g ? _mm256_add_epi16(t[r], q) : q;
+                }
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const __m256i q = _mm256_madd_epi16(t[r], p[64 + j]);
+                si[r] = j ? _mm256_add_epi32(si[r], q) : q;
+            }
+        }
+        const __m256 d = _mm256_castsi256_ps(p[76]), dmin = _mm256_castsi256_ps(p[77]);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const int32_t *bp = kr->bp + (r * kr->nb + i) * 4;
+            const __m256i mins = _mm256_add_epi32(
+                _mm256_add_epi32(_mm256_madd_epi16(p[72], _mm256_set1_epi32(bp[0])), _mm256_madd_epi16(p[73], _mm256_set1_epi32(bp[1]))),
+                _mm256_add_epi32(_mm256_madd_epi16(p[74], _mm256_set1_epi32(bp[2])), _mm256_madd_epi16(p[75], _mm256_set1_epi32(bp[3]))));
+            const __m256 dav = _mm256_set1_ps(kr->da[r * kr->nb + i]);
+            const __m256 tt = _mm256_mul_ps(_mm256_mul_ps(d, dav), _mm256_cvtepi32_ps(si[r]));
+            const __m256 m = _mm256_mul_ps(_mm256_mul_ps(dmin, dav), _mm256_cvtepi32_ps(mins));
+            acc[r] = _mm256_add_ps(acc[r], _mm256_sub_ps(tt, m));
+        }
+    }
+    for (int r = 0; r < R; r++) _mm256_storeu_ps(y + r * ldy, acc[r]);
+}
+
 XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, size_t as,
                       int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
     const size_t rb = (size_t)(w->n_in / t_values(T)) * (size_t)t_block_bytes(T);
@@ -634,11 +752,29 @@ XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, si
     lc_rows lr = {0};
     const int lc = t_lc(T) && (T != T_Q8_0 || rows > 1) && lc_prepare(T, act, as, rows, nb, &lr);
     __m256i *panel = lc && rows > 1 ? xi_kernel_scratch(11, (size_t)(nb * lcp_vecs(T)) * 32) : NULL;
+    k4p_rows kr = {0};
+    __m256i *k4p = T == T_Q4_K && rows > 1 && k4p_prepare(act, as, rows, nb, &kr)
+                       ? xi_kernel_scratch(11, (size_t)(nb * K4P_VECS) * 32) : NULL;
     for (int64_t c0 = 0; c0 < rows; c0 += ROW_CHUNK) {
         const int64_t c1 = XI_MIN(rows, c0 + ROW_CHUNK);
         for (int64_t n = n0; n < n1; n += 8) {
             const int cols = (int)XI_MIN((int64_t)8, n1 - n);
             const uint8_t *w0 = (const uint8_t *)w->data + (size_t)n * rb;
+            if (k4p && cols == 8) {
+                k4p_fill(w0, rb, nb, n + 8 < n1 ? w0 + 8 * rb : NULL, k4p);
+                for (int64_t r = c0; r < c1; r += RT) {
+                    const k4p_rows kt = {kr.da + r * nb, kr.bp + r * nb * 4, nb};
+                    float *yt = y + r * ldy + n;
+                    const uint8_t *at = act + (size_t)r * as;
+                    switch (XI_MIN((int64_t)RT, c1 - r)) {
+                    case 4: gq_tile_k4p(4, yt, ldy, at, as, &kt, k4p, nb); break;
+                    case 3: gq_tile_k4p(3, yt, ldy, at, as, &kt, k4p, nb); break;
+                    case 2: gq_tile_k4p(2, yt, ldy, at, as, &kt, k4p, nb); break;
+                    default: gq_tile_k4p(1, yt, ldy, at, as, &kt, k4p, nb); break;
+                    }
+                }
+                continue;
+            }
             if (panel && cols == 8) {
                 lcp_fill(T, w0, rb, nb, n + 8 < n1 ? w0 + 8 * rb : NULL, panel);
                 for (int64_t r = c0; r < c1; r += RT) {
