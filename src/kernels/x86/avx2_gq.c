@@ -434,12 +434,13 @@ XI_INLINE __m256i fifth_lc(__m256i h, int g, int hi) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(t, bit), mask8(0x10));
 }
 
-/* Per row and block: the activation scale da as f32 and, Q4_0 / Q5_0, the start of the int16
- * halves (low: -o * the sum of the codes at k % 4 < 2, high: of the others). */
+/* Per row and block, once per call (scratch slot 10): the activation scale da as f32 and a
+ * few int32 of terms the tiles need (tab[(r * nb + i) * per + j]; Q4_0 / Q5_0: one, the start
+ * of the int16 halves: low -o * the sum of the codes at k % 4 < 2, high of the others). */
 typedef struct {
     const float *da;
-    const int32_t *init;
-    int64_t nb; /* blocks per row: row r's block i at [r * nb + i] */
+    const int32_t *tab;
+    int64_t nb;
 } lc_rows;
 
 /* 8 whole columns (a tail of fewer goes to gq_tile). */
@@ -467,7 +468,7 @@ XI_INLINE void gq_tile_lc(const int T, const int R, float *y, int64_t ldy, const
             cols_t16(b, rb, T == T_Q5_0 ? 6 : 2, v);
             if (T == T_Q5_0) h = cols_u32(b, rb, 2);
 #pragma GCC unroll 4
-            for (int r = 0; r < R; r++) s[r] = _mm256_set1_epi32(lr->init[r * lr->nb + i]);
+            for (int r = 0; r < R; r++) s[r] = _mm256_set1_epi32(lr->tab[r * lr->nb + i]);
 #pragma GCC unroll 4
             for (int g = 0; g < 4; g++) {
                 __m256i lo = _mm256_and_si256(v[g], mask8(15));
@@ -607,7 +608,7 @@ XI_INLINE void gq_tile_lcp(const int T, const int R, float *y, int64_t ldy, cons
                 }
         } else {
 #pragma GCC unroll 4
-            for (int r = 0; r < R; r++) s[r] = _mm256_set1_epi32(lr->init[r * lr->nb + i]);
+            for (int r = 0; r < R; r++) s[r] = _mm256_set1_epi32(lr->tab[r * lr->nb + i]);
 #pragma GCC unroll 4
             for (int g = 0; g < 4; g++)
 #pragma GCC unroll 4
@@ -678,18 +679,11 @@ XI_INLINE void k4p_fill(const uint8_t *w0, size_t rb, int64_t nb, const uint8_t 
     }
 }
 
-/* Per row and block: da, and the 4 int16 pairs (B[2t], B[2t+1]) (scratch slot 10). */
-typedef struct {
-    const float *da;
-    const int32_t *bp; /* [r * nb + i][4] */
-    int64_t nb;
-} k4p_rows;
-
-XI_INLINE int k4p_prepare(const uint8_t *act, size_t as, int64_t rows, int64_t nb, k4p_rows *kr) {
+XI_INLINE int k4p_prepare(const uint8_t *act, size_t as, int64_t rows, int64_t nb, lc_rows *kr) {
     const int ab = t_act_bytes(T_Q4_K);
     float *da = xi_kernel_scratch(10, (size_t)(rows * nb) * 20);
     if (!da) return 0;
-    int32_t *bp = (int32_t *)(da + rows * nb);
+    int32_t *tab = (int32_t *)(da + rows * nb);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t i = 0; i < nb; i++) {
             const uint8_t *ablk = act + (size_t)r * as + (size_t)i * (size_t)ab;
@@ -698,15 +692,15 @@ XI_INLINE int k4p_prepare(const uint8_t *act, size_t as, int64_t rows, int64_t n
             memcpy(bs, ablk + 260, 32);
             for (int t = 0; t < 4; t++) {
                 const int b0 = bs[4 * t] + bs[4 * t + 1], b1 = bs[4 * t + 2] + bs[4 * t + 3];
-                bp[(r * nb + i) * 4 + t] = (int32_t)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16);
+                tab[(r * nb + i) * 4 + t] = (int32_t)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16);
             }
         }
-    *kr = (k4p_rows){da, bp, nb};
+    *kr = (lc_rows){da, tab, nb};
     return 1;
 }
 
 XI_INLINE void gq_tile_k4p(const int R, float *y, int64_t ldy, const uint8_t *a0, size_t as,
-                           const k4p_rows *kr, const __m256i *p, int64_t nb) {
+                           const lc_rows *kr, const __m256i *p, int64_t nb) {
     const int ab = t_act_bytes(T_Q4_K);
     __m256 acc[RT];
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
@@ -732,7 +726,7 @@ XI_INLINE void gq_tile_k4p(const int R, float *y, int64_t ldy, const uint8_t *a0
         const __m256 d = _mm256_castsi256_ps(p[76]), dmin = _mm256_castsi256_ps(p[77]);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            const int32_t *bp = kr->bp + (r * kr->nb + i) * 4;
+            const int32_t *bp = kr->tab + (r * kr->nb + i) * 4;
             const __m256i mins = _mm256_add_epi32(
                 _mm256_add_epi32(_mm256_madd_epi16(p[72], _mm256_set1_epi32(bp[0])), _mm256_madd_epi16(p[73], _mm256_set1_epi32(bp[1]))),
                 _mm256_add_epi32(_mm256_madd_epi16(p[74], _mm256_set1_epi32(bp[2])), _mm256_madd_epi16(p[75], _mm256_set1_epi32(bp[3]))));
@@ -745,72 +739,187 @@ XI_INLINE void gq_tile_k4p(const int R, float *y, int64_t ldy, const uint8_t *a0
     for (int r = 0; r < R; r++) _mm256_storeu_ps(y + r * ldy, acc[r]);
 }
 
+/* ---- Q6_K over many rows: the same panel scheme ----
+ * Sub-blocks of 16 values with int8 scales; codes u = q + 32 (0..63). Each int16 half of a
+ * lane starts at -32 * (the sum of the 8 activation codes it meets in the sub-block: those at
+ * k % 4 < 2 for the low half), so after any of the 4 steps it holds sum_done (u - 32) a -
+ * 32 sum_rest a, 8 terms of at most 32 * 127: |half| <= 32512; one vpmaddwd by the columns'
+ * scales of the sub-block then adds sc * sum (u - 32) a, the oracle's integer, to sumi.
+ * Panel per block: 64 code vectors (values 32j + 4g.. at 8j + g), 16 scale vectors, d. */
+enum { Q6P_VECS = 81 };
+
+XI_INLINE void q6p_fill(const uint8_t *w0, size_t rb, int64_t nb, const uint8_t *pf, __m256i *p) {
+    const int bb = t_block_bytes(T_Q6_K);
+    for (int64_t i = 0; i < nb; i++, p += Q6P_VECS) {
+        const uint8_t *b = w0 + (size_t)i * (size_t)bb;
+        if (pf)
+            for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+#pragma GCC unroll 1
+        for (int j = 0; j < 8; j++) {
+            const int h = j / 4, k = j % 4;
+            __m256i l[8], q[8];
+            cols_t16(b, rb, 64 * h + 32 * (k & 1), l);
+            cols_t16(b, rb, 64 * h + 32 * (k & 1) + 16, l + 4);
+            cols_t16(b, rb, 128 + 32 * h, q);
+            cols_t16(b, rb, 144 + 32 * h, q + 4);
+            for (int g = 0; g < 8; g++) {
+                const __m256i lo = _mm256_and_si256(k < 2 ? l[g] : _mm256_srli_epi16(l[g], 4), mask8(15));
+                const __m256i hi = k == 0 ? _mm256_slli_epi16(q[g], 4) : k == 1 ? _mm256_slli_epi16(q[g], 2)
+                                   : k == 2 ? q[g] : _mm256_srli_epi16(q[g], 2);
+                p[8 * j + g] = _mm256_or_si256(lo, _mm256_and_si256(hi, mask8(0x30)));
+            }
+        }
+        int16_t sc[16][16];
+        uint16_t dh[8];
+        for (int c = 0; c < 8; c++) {
+            for (int t = 0; t < 16; t++) sc[t][2 * c] = sc[t][2 * c + 1] = (int8_t)b[c * rb + 192 + (size_t)t];
+            memcpy(&dh[c], b + c * rb + 208, 2);
+        }
+        for (int t = 0; t < 16; t++) p[64 + t] = _mm256_loadu_si256((const __m256i *)sc[t]);
+        p[80] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
+    }
+}
+
+/* Q6_K rows: da and, per sub-block, the int16 halves' start (scratch slot 10). */
+XI_INLINE int q6p_prepare(const uint8_t *act, size_t as, int64_t rows, int64_t nb, lc_rows *kr) {
+    const int ab = t_act_bytes(T_Q6_K);
+    float *da = xi_kernel_scratch(10, (size_t)(rows * nb) * 68);
+    if (!da) return 0;
+    int32_t *init = (int32_t *)(da + rows * nb);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < nb; i++) {
+            const uint8_t *ablk = act + (size_t)r * as + (size_t)i * (size_t)ab;
+            memcpy(&da[r * nb + i], ablk, 4);
+            for (int t = 0; t < 16; t++) {
+                int32_t s0 = 0, s1 = 0;
+                for (int k = 0; k < 16; k++) {
+                    const int8_t q = (int8_t)ablk[4 + 16 * t + k];
+                    if (k % 4 < 2)
+                        s0 += q;
+                    else
+                        s1 += q;
+                }
+                init[(r * nb + i) * 16 + t] = (int32_t)((uint32_t)(uint16_t)(-32 * s0) | (uint32_t)(uint16_t)(-32 * s1) << 16);
+            }
+        }
+    *kr = (lc_rows){da, init, nb};
+    return 1;
+}
+
+XI_INLINE void gq_tile_q6p(const int R, float *y, int64_t ldy, const uint8_t *a0, size_t as,
+                           const lc_rows *kr, const __m256i *p, int64_t nb) {
+    const int ab = t_act_bytes(T_Q6_K);
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 acc[RT];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, p += Q6P_VECS) {
+        const uint8_t *aq[RT];
+        for (int r = 0; r < R; r++) aq[r] = a0 + (size_t)r * as + (size_t)i * (size_t)ab + 4;
+        __m256i si[RT], t[RT];
+#pragma GCC unroll 1
+        for (int sb = 0; sb < 16; sb++) {
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) t[r] = _mm256_set1_epi32(kr->tab[(r * kr->nb + i) * 16 + sb]);
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++)
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++)
+                    t[r] = _mm256_add_epi16(t[r], _mm256_maddubs_epi16(p[4 * sb + g], bcast4(aq[r] + 16 * sb + 4 * g)));
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const __m256i q = _mm256_madd_epi16(t[r], p[64 + sb]);
+                si[r] = sb ? _mm256_add_epi32(si[r], q) : q;
+            }
+        }
+        const __m256 d = _mm256_castsi256_ps(p[80]);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m256 dav = _mm256_set1_ps(kr->da[r * kr->nb + i]);
+            const __m256 tt = _mm256_mul_ps(_mm256_mul_ps(d, dav), _mm256_cvtepi32_ps(si[r]));
+            const __m256 m = _mm256_mul_ps(_mm256_mul_ps(zero, dav), zero); /* the oracle's (0 * da) * 0 */
+            acc[r] = _mm256_add_ps(acc[r], _mm256_sub_ps(tt, m));
+        }
+    }
+    for (int r = 0; r < R; r++) _mm256_storeu_ps(y + r * ldy, acc[r]);
+}
+
+/* The panels by type: which types have one, its vectors and row terms per block. */
+XI_INLINE int t_panel(int T) { return T == T_Q4_0 || T == T_Q5_0 || T == T_Q8_0 || T == T_Q4_K || T == T_Q6_K; }
+XI_INLINE int panel_vecs(int T) { return T == T_Q6_K ? Q6P_VECS : T == T_Q4_K ? K4P_VECS : lcp_vecs(T); }
+XI_INLINE int panel_per(int T) { return T == T_Q6_K ? 16 : T == T_Q4_K ? 4 : 1; }
+
+XI_INLINE int panel_prepare(const int T, const uint8_t *act, size_t as, int64_t rows, int64_t nb,
+                            lc_rows *lr) {
+    return T == T_Q6_K ? q6p_prepare(act, as, rows, nb, lr)
+           : T == T_Q4_K ? k4p_prepare(act, as, rows, nb, lr) : lc_prepare(T, act, as, rows, nb, lr);
+}
+
+XI_INLINE void panel_fill(const int T, const uint8_t *w0, size_t rb, int64_t nb, const uint8_t *pf,
+                          __m256i *p) {
+    if (T == T_Q6_K)
+        q6p_fill(w0, rb, nb, pf, p);
+    else if (T == T_Q4_K)
+        k4p_fill(w0, rb, nb, pf, p);
+    else
+        lcp_fill(T, w0, rb, nb, pf, p);
+}
+
+XI_INLINE void panel_tile(const int T, const int R, float *y, int64_t ldy, const uint8_t *a0,
+                          size_t as, const lc_rows *lr, const __m256i *p, int64_t nb) {
+    if (T == T_Q6_K)
+        gq_tile_q6p(R, y, ldy, a0, as, lr, p, nb);
+    else if (T == T_Q4_K)
+        gq_tile_k4p(R, y, ldy, a0, as, lr, p, nb);
+    else
+        gq_tile_lcp(T, R, y, ldy, a0, as, lr, p, nb);
+}
+
+/* Rows [0, rows) x columns [n0, n1): from 2 rows the panel types transpose each whole column
+ * tile once per row chunk; one row of Q4_0 / Q5_0 takes the direct lanes-as-columns tile;
+ * everything else (and every tail of fewer than 8 columns) the reduction tile. */
 XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, size_t as,
                       int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
     const size_t rb = (size_t)(w->n_in / t_values(T)) * (size_t)t_block_bytes(T);
     const int64_t nb = w->n_in / t_values(T);
     lc_rows lr = {0};
-    const int lc = t_lc(T) && (T != T_Q8_0 || rows > 1) && lc_prepare(T, act, as, rows, nb, &lr);
-    __m256i *panel = lc && rows > 1 ? xi_kernel_scratch(11, (size_t)(nb * lcp_vecs(T)) * 32) : NULL;
-    k4p_rows kr = {0};
-    __m256i *k4p = T == T_Q4_K && rows > 1 && k4p_prepare(act, as, rows, nb, &kr)
-                       ? xi_kernel_scratch(11, (size_t)(nb * K4P_VECS) * 32) : NULL;
+    __m256i *panel = t_panel(T) && rows > 1 && panel_prepare(T, act, as, rows, nb, &lr)
+                         ? xi_kernel_scratch(11, (size_t)(nb * panel_vecs(T)) * 32) : NULL;
+    const int lc = (T == T_Q4_0 || T == T_Q5_0) && rows == 1 && lc_prepare(T, act, as, rows, nb, &lr);
     for (int64_t c0 = 0; c0 < rows; c0 += ROW_CHUNK) {
         const int64_t c1 = XI_MIN(rows, c0 + ROW_CHUNK);
         for (int64_t n = n0; n < n1; n += 8) {
             const int cols = (int)XI_MIN((int64_t)8, n1 - n);
             const uint8_t *w0 = (const uint8_t *)w->data + (size_t)n * rb;
-            if (k4p && cols == 8) {
-                k4p_fill(w0, rb, nb, n + 8 < n1 ? w0 + 8 * rb : NULL, k4p);
+            /* the columns stream from memory once per chunk: prefetch the next 8 (a hint,
+             * which never faults, so the last tile may ask past n1) */
+            const uint8_t *pf = n + 8 < n1 ? w0 + 8 * rb : NULL;
+            if (panel && cols == 8) {
+                panel_fill(T, w0, rb, nb, pf, panel);
                 for (int64_t r = c0; r < c1; r += RT) {
-                    const k4p_rows kt = {kr.da + r * nb, kr.bp + r * nb * 4, nb};
+                    const lc_rows lt = {lr.da + r * nb, lr.tab + r * nb * panel_per(T), nb};
                     float *yt = y + r * ldy + n;
                     const uint8_t *at = act + (size_t)r * as;
                     switch (XI_MIN((int64_t)RT, c1 - r)) {
-                    case 4: gq_tile_k4p(4, yt, ldy, at, as, &kt, k4p, nb); break;
-                    case 3: gq_tile_k4p(3, yt, ldy, at, as, &kt, k4p, nb); break;
-                    case 2: gq_tile_k4p(2, yt, ldy, at, as, &kt, k4p, nb); break;
-                    default: gq_tile_k4p(1, yt, ldy, at, as, &kt, k4p, nb); break;
+                    case 4: panel_tile(T, 4, yt, ldy, at, as, &lt, panel, nb); break;
+                    case 3: panel_tile(T, 3, yt, ldy, at, as, &lt, panel, nb); break;
+                    case 2: panel_tile(T, 2, yt, ldy, at, as, &lt, panel, nb); break;
+                    default: panel_tile(T, 1, yt, ldy, at, as, &lt, panel, nb); break;
                     }
                 }
                 continue;
             }
-            if (panel && cols == 8) {
-                lcp_fill(T, w0, rb, nb, n + 8 < n1 ? w0 + 8 * rb : NULL, panel);
-                for (int64_t r = c0; r < c1; r += RT) {
-                    const lc_rows lt = {lr.da + r * nb, lr.init + r * nb, nb};
-                    float *yt = y + r * ldy + n;
-                    const uint8_t *at = act + (size_t)r * as;
-                    switch (XI_MIN((int64_t)RT, c1 - r)) {
-                    case 4: gq_tile_lcp(T, 4, yt, ldy, at, as, &lt, panel, nb); break;
-                    case 3: gq_tile_lcp(T, 3, yt, ldy, at, as, &lt, panel, nb); break;
-                    case 2: gq_tile_lcp(T, 2, yt, ldy, at, as, &lt, panel, nb); break;
-                    default: gq_tile_lcp(T, 1, yt, ldy, at, as, &lt, panel, nb); break;
-                    }
-                }
+            if (lc && cols == 8) { /* one row */
+                gq_tile_lc(T, 1, y + n, ldy, act, as, &lr, w0, rb, nb, pf);
                 continue;
             }
             for (int64_t r = c0; r < c1; r += RT) {
                 float *yt = y + r * ldy + n;
-                const uint8_t *at = act + (size_t)r * as;
-                /* the first row tile streams the columns from memory: it prefetches (a hint,
-                 * which never faults, so the last tile may ask past n1) */
-                const uint8_t *pf = r == c0 && n + 8 < n1 ? w0 + 8 * rb : NULL;
-                if (lc && cols == 8) {
-                    const lc_rows lt = {lr.da + r * nb, lr.init + r * nb, nb};
-                    switch (XI_MIN((int64_t)RT, c1 - r)) {
-                    case 4: gq_tile_lc(T, 4, yt, ldy, at, as, &lt, w0, rb, nb, pf); break;
-                    case 3: gq_tile_lc(T, 3, yt, ldy, at, as, &lt, w0, rb, nb, pf); break;
-                    case 2: gq_tile_lc(T, 2, yt, ldy, at, as, &lt, w0, rb, nb, pf); break;
-                    default: gq_tile_lc(T, 1, yt, ldy, at, as, &lt, w0, rb, nb, pf); break;
-                    }
-                    continue;
-                }
+                const uint8_t *at = act + (size_t)r * as, *pt = r == c0 ? pf : NULL;
                 switch (XI_MIN((int64_t)RT, c1 - r)) {
-                case 4: gq_tile(T, 4, yt, ldy, at, as, w0, rb, cols, nb, pf); break;
-                case 3: gq_tile(T, 3, yt, ldy, at, as, w0, rb, cols, nb, pf); break;
-                case 2: gq_tile(T, 2, yt, ldy, at, as, w0, rb, cols, nb, pf); break;
-                default: gq_tile(T, 1, yt, ldy, at, as, w0, rb, cols, nb, pf); break;
+                case 4: gq_tile(T, 4, yt, ldy, at, as, w0, rb, cols, nb, pt); break;
+                case 3: gq_tile(T, 3, yt, ldy, at, as, w0, rb, cols, nb, pt); break;
+                case 2: gq_tile(T, 2, yt, ldy, at, as, w0, rb, cols, nb, pt); break;
+                default: gq_tile(T, 1, yt, ldy, at, as, w0, rb, cols, nb, pt); break;
                 }
             }
         }
