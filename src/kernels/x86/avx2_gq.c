@@ -509,9 +509,6 @@ XI_INLINE void gq_tile_lc(const int T, const int R, float *y, int64_t ldy, const
     for (int r = 0; r < R; r++) _mm256_storeu_ps(y + r * ldy, acc[r]);
 }
 
-/* Types with the lanes-as-columns tile. */
-XI_INLINE int t_lc(int T) { return T == T_Q4_0 || T == T_Q5_0 || T == T_Q8_0; }
-
 /* lr for rows [0, rows) of act (scratch slot 10); 0 when a da is not finite or out of memory. */
 XI_INLINE int lc_prepare(const int T, const uint8_t *act, size_t as, int64_t rows, int64_t nb,
                          lc_rows *lr) {
