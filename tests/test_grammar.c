@@ -76,6 +76,28 @@ TEST(test_grammar_regex_agrees_with_pcre2) {
         }
 }
 
+/* Chains of optional elements: the closure of a state reaches every (element, return frame)
+ * pair along them, 42,000 here. It used to recurse once per reference (a stack overflow
+ * under ASan) and look each pair up in a list (seconds); both found by fuzzing. */
+TEST(test_grammar_regex_long_chains_of_optionals) {
+    char pat[1024], text[800];
+    int n = 0;
+    for (int i = 0; i < 60; i++) pat[n++] = '(';
+    n += snprintf(pat + n, sizeof pat - (size_t)n, "[8-c]?");
+    for (int i = 0; i < 60; i++) n += snprintf(pat + n, sizeof pat - (size_t)n, ")?");
+    snprintf(pat + n, sizeof pat - (size_t)n, "{700}");
+    memset(text, '9', 700);
+    text[700] = 0;
+    CHECK_EQ(run(XI_GRAMMAR_REGEX, pat, text), 1);
+    CHECK_EQ(run(XI_GRAMMAR_REGEX, pat, ""), 1);
+    text[699] = 'z';
+    CHECK_EQ(run(XI_GRAMMAR_REGEX, pat, text), -1);
+    text[699] = '9';
+    text[700] = '9';
+    text[701] = 0;
+    CHECK_EQ(run(XI_GRAMMAR_REGEX, pat, text), -1);
+}
+
 TEST(test_grammar_regex_refuses_what_it_cannot_compile) {
     CHECK(compile_error(XI_GRAMMAR_REGEX, "(a)\\1", "backreferences"));
     CHECK(compile_error(XI_GRAMMAR_REGEX, "a(?=b)", "lookaround"));

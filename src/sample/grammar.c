@@ -21,6 +21,8 @@ void xi_grammar_free(xi_grammar *g) {
     free(g->frames);
     free(g->hash);
     free(g->visit);
+    free(g->visit_gen);
+    free(g->cstack);
     free(g);
 }
 
@@ -153,47 +155,121 @@ static void add_id(idset *s, uint32_t id) {
     (*s->v)[s->n++] = id;
 }
 
-static int visited(xi_grammar *g, uint32_t pos, uint32_t parent) {
-    const uint64_t key = (uint64_t)pos << 32 | parent;
-    for (int i = 0; i < g->n_visit; i++)
-        if (g->visit[i] == key) return 1;
-    if (g->n_visit == g->cap_visit) {
-        int c = g->cap_visit ? g->cap_visit * 2 : 64;
-        uint64_t *v = realloc(g->visit, (size_t)c * sizeof *v);
-        if (!v) return 1;
-        g->visit = v;
-        g->cap_visit = c;
+/* Start a closure: an empty visited set. */
+static void visit_reset(xi_grammar *g) {
+    g->n_visit = 0;
+    if (++g->gen == 0) { /* wrapped: every stamp is stale again */
+        if (g->visit_gen) memset(g->visit_gen, 0, (size_t)g->visit_cap * sizeof *g->visit_gen);
+        g->gen = 1;
     }
-    g->visit[g->n_visit++] = key;
+}
+
+static size_t visit_slot(uint64_t key, int cap) {
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    key ^= key >> 33;
+    return (size_t)key & (size_t)(cap - 1);
+}
+
+/* Doubles the set, keeping this generation's keys; nonzero when out of memory. */
+static int visit_grow(xi_grammar *g) {
+    const int cap = g->visit_cap ? 2 * g->visit_cap : 256;
+    uint64_t *k = malloc((size_t)cap * sizeof *k);
+    uint32_t *s = calloc((size_t)cap, sizeof *s);
+    if (!k || !s) {
+        free(k);
+        free(s);
+        return -1;
+    }
+    for (int i = 0; i < g->visit_cap; i++) {
+        if (g->visit_gen[i] != g->gen) continue;
+        size_t j = visit_slot(g->visit[i], cap);
+        while (s[j] == g->gen) j = (j + 1) & (size_t)(cap - 1);
+        k[j] = g->visit[i];
+        s[j] = g->gen;
+    }
+    free(g->visit);
+    free(g->visit_gen);
+    g->visit = k;
+    g->visit_gen = s;
+    g->visit_cap = cap;
     return 0;
 }
 
-static void closure(xi_grammar *g, uint32_t pos, uint32_t parent, idset *out) {
-    for (;;) {
-        if (visited(g, pos, parent)) return;
-        const uint32_t e = g->elems[pos];
-        if (e == XG_END) {
-            if (parent <= 1) {
-                add_id(out, parent);
-                return;
-            }
-            const xg_frame f = g->frames[parent];
-            pos = f.pos;
-            parent = f.parent;
-            continue;
+/* Whether (pos, parent) was seen in this closure; marks it seen. A hash set: closures of
+ * nested repetitions reach tens of thousands of pairs, and the linear scan this replaced made
+ * such a regex take minutes to compile (found by fuzzing: [8-c] with a hundred ?s, {352}).
+ * Out of memory counts as seen, which ends that branch of the closure. */
+static int visited(xi_grammar *g, uint32_t pos, uint32_t parent) {
+    const uint64_t key = (uint64_t)pos << 32 | parent;
+    if (2 * (g->n_visit + 1) > g->visit_cap && visit_grow(g)) return 1;
+    for (size_t i = visit_slot(key, g->visit_cap);; i = (i + 1) & (size_t)(g->visit_cap - 1)) {
+        if (g->visit_gen[i] != g->gen) {
+            g->visit[i] = key;
+            g->visit_gen[i] = g->gen;
+            g->n_visit++;
+            return 0;
         }
-        if (!(e & XG_REF)) {
-            const uint32_t id = xg_intern(g, pos, parent);
-            if (id != XG_FAIL) add_id(out, id);
+        if (g->visit[i] == key) return 1;
+    }
+}
+
+/* Every (pos, parent) reachable without reading a byte, depth first in the order of the
+ * alternatives, with an explicit stack of pending alternatives: recursing per reference
+ * overflowed the thread's stack on chains of optional elements (a regex of a hundred nested
+ * ?s repeated {704} times went tens of thousands of calls deep; found by fuzzing). The
+ * stack's order is the recursion's, so frames are interned in the same order. */
+static void closure(xi_grammar *g, uint32_t pos0, uint32_t parent0, idset *out) {
+    int sp = 0;
+    if (g->cstack_cap < 1) {
+        uint64_t *v = realloc(g->cstack, 64 * sizeof *v);
+        if (!v) {
+            out->oom = 1;
             return;
         }
-        const uint32_t r = e & ~XG_REF;
-        /* a reference that ends its alternative returns straight to our caller: repetition
-         * and right recursion keep the stack as it is */
-        const uint32_t ret = g->elems[pos + 1] == XG_END ? parent : xg_intern(g, pos + 1, parent);
-        if (ret == XG_FAIL) return;
-        for (uint32_t a = g->rule_alts[r]; a < g->rule_alts[r + 1]; a++) closure(g, g->alt_start[a], ret, out);
-        return;
+        g->cstack = v;
+        g->cstack_cap = 64;
+    }
+    g->cstack[sp++] = (uint64_t)pos0 << 32 | parent0;
+    while (sp) {
+        uint32_t pos = (uint32_t)(g->cstack[--sp] >> 32), parent = (uint32_t)g->cstack[sp];
+        for (;;) {
+            if (visited(g, pos, parent)) break;
+            const uint32_t e = g->elems[pos];
+            if (e == XG_END) {
+                if (parent <= 1) {
+                    add_id(out, parent);
+                    break;
+                }
+                const xg_frame f = g->frames[parent];
+                pos = f.pos;
+                parent = f.parent;
+                continue;
+            }
+            if (!(e & XG_REF)) {
+                const uint32_t id = xg_intern(g, pos, parent);
+                if (id != XG_FAIL) add_id(out, id);
+                break;
+            }
+            const uint32_t r = e & ~XG_REF;
+            /* a reference that ends its alternative returns straight to our caller: repetition
+             * and right recursion keep the stack as it is */
+            const uint32_t ret = g->elems[pos + 1] == XG_END ? parent : xg_intern(g, pos + 1, parent);
+            if (ret == XG_FAIL) break;
+            const uint32_t a0 = g->rule_alts[r], a1 = g->rule_alts[r + 1];
+            if (sp + (int)(a1 - a0) > g->cstack_cap) {
+                const int cap = 2 * (sp + (int)(a1 - a0));
+                uint64_t *v = realloc(g->cstack, (size_t)cap * sizeof *v);
+                if (!v) {
+                    out->oom = 1;
+                    return;
+                }
+                g->cstack = v;
+                g->cstack_cap = cap;
+            }
+            for (uint32_t a = a1; a-- > a0;) g->cstack[sp++] = (uint64_t)g->alt_start[a] << 32 | ret;
+            break;
+        }
     }
 }
 
@@ -217,7 +293,7 @@ static int finish_set(idset *s) {
 
 int xg_step(xi_grammar *g, const uint32_t *in, int n_in, uint8_t c, uint32_t **out, int *cap) {
     idset s = {out, cap, 0, 0};
-    g->n_visit = 0;
+    visit_reset(g);
     for (int i = 0; i < n_in; i++) {
         if (in[i] <= 1) continue;
         const xg_frame f = g->frames[in[i]];
@@ -232,7 +308,7 @@ int xg_step(xi_grammar *g, const uint32_t *in, int n_in, uint8_t c, uint32_t **o
 int xi_grammar_state_init(xi_grammar *g, xi_grammar_state *st) {
     memset(st, 0, sizeof *st);
     idset s = {&st->ids, &st->cap, 0, 0};
-    g->n_visit = 0;
+    visit_reset(g);
     const uint32_t r = (uint32_t)g->root;
     for (uint32_t a = g->rule_alts[r]; a < g->rule_alts[r + 1]; a++) closure(g, g->alt_start[a], 0, &s);
     st->n = finish_set(&s);

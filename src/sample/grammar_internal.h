@@ -113,8 +113,14 @@ struct xi_grammar {
     uint32_t *hash;     /* [hash_cap] frame ids, 0 empty */
     int hash_cap;
     /* scratch for closures */
-    uint64_t *visit;    /* [n_visit] (pos << 32 | parent) seen in this closure */
-    int n_visit, cap_visit;
+    /* (pos << 32 | parent) seen in this closure: an open-addressing set whose slots count
+     * only when stamped with the current generation, so a new closure clears it in O(1) */
+    uint64_t *visit;        /* [visit_cap] keys */
+    uint32_t *visit_gen;    /* [visit_cap] the generation each slot was written in */
+    uint32_t gen;
+    int n_visit, visit_cap; /* n_visit: keys of this generation */
+    uint64_t *cstack;       /* the closure's pending (pos << 32 | parent) */
+    int cstack_cap;
     /* mask cache, per element position (built for one token table) */
     xg_cache_entry **cache; /* [n_elems] */
     const xi_token_table *cache_for;
