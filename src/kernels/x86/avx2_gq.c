@@ -285,6 +285,13 @@ XI_INLINE float f16at(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
+/* The next 8 columns' block i, in address order, as many bytes as a tile reads of its own
+ * (a hint: never faults, so pf may point past the weight; NULL: nothing). */
+XI_INLINE void prefetch_block(const uint8_t *pf, int64_t i, int bb) {
+    if (pf)
+        for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+}
+
 /* Column c's block x with the R rows: its partial sums and f16 scale factors. */
 XI_INLINE void col_block(int T, int R, const uint8_t *x, const uint8_t *const *aq, const __m256i *pre,
                          __m256i (*part)[8], int c) {
@@ -321,9 +328,7 @@ XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const ui
                 da[r] = f16at(ablk);
             s[r] = mk == MIN_Q81 ? f16at(ablk + 2) : 0.0f;
         }
-        if (pf) /* the next 8 columns' rows, in address order, one tile ahead: as much per
-                 * block as the tile reads, so the prefetch runs a tile ahead all the way */
-            for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+        prefetch_block(pf, i, bb); /* one tile ahead all the way */
         /* the scales go through the stack, stored before the integer work and read after it
          * (as in gq_tile_lc: read at once, the narrow stores stall the wide load) */
         uint16_t dh[8], mh[8] = {0};
@@ -454,8 +459,7 @@ XI_INLINE void gq_tile_lc(const int T, const int R, float *y, int64_t ldy, const
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = w0 + (size_t)i * (size_t)bb, *aq[RT];
         for (int r = 0; r < R; r++) aq[r] = a0 + (size_t)r * as + (size_t)i * (size_t)ab + 2;
-        if (pf)
-            for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+        prefetch_block(pf, i, bb);
         /* the 8 scales go through the stack: stored here, read back after the integer work,
          * when the stores have long left the store buffer (read at once, the narrow stores
          * cannot forward to the wide load and the tile stalled on it) */
@@ -550,8 +554,7 @@ XI_INLINE void lcp_fill(const int T, const uint8_t *w0, size_t rb, int64_t nb, c
     const int bb = t_block_bytes(T);
     for (int64_t i = 0; i < nb; i++, p += lcp_vecs(T)) {
         const uint8_t *b = w0 + (size_t)i * (size_t)bb;
-        if (pf)
-            for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+        prefetch_block(pf, i, bb);
         uint16_t dh[8];
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++) memcpy(&dh[c], b + c * rb, 2);
@@ -641,8 +644,7 @@ XI_INLINE void k4p_fill(const uint8_t *w0, size_t rb, int64_t nb, const uint8_t 
     const int bb = t_block_bytes(T_Q4_K);
     for (int64_t i = 0; i < nb; i++, p += K4P_VECS) {
         const uint8_t *b = w0 + (size_t)i * (size_t)bb;
-        if (pf)
-            for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+        prefetch_block(pf, i, bb);
 #pragma GCC unroll 1
         for (int c4 = 0; c4 < 4; c4++) {
             __m256i v[8];
@@ -749,8 +751,7 @@ XI_INLINE void q6p_fill(const uint8_t *w0, size_t rb, int64_t nb, const uint8_t 
     const int bb = t_block_bytes(T_Q6_K);
     for (int64_t i = 0; i < nb; i++, p += Q6P_VECS) {
         const uint8_t *b = w0 + (size_t)i * (size_t)bb;
-        if (pf)
-            for (int l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * 8 * (size_t)bb + l, _MM_HINT_T0);
+        prefetch_block(pf, i, bb);
 #pragma GCC unroll 1
         for (int j = 0; j < 8; j++) {
             const int h = j / 4, k = j % 4;
