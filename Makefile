@@ -40,6 +40,11 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 # ISA-specific kernels: the file name says which instructions it may use.
 $(BUILD)/src/kernels/x86/avx2%.o:   XFLAGS := -mavx2 -mfma -mf16c
+# GCC's pre-allocation scheduler with register pressure: the integer GGML tiles (each its own
+# function, avx2_gq.c) otherwise spill their accumulators (512-row Q4_0 / Q5_0 20% faster).
+ifeq (,$(findstring clang,$(shell $(CC) --version 2>/dev/null)))
+$(BUILD)/src/kernels/x86/avx2_gq.o: XFLAGS += -fschedule-insns -fsched-pressure
+endif
 $(BUILD)/src/kernels/x86/avx512%.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 $(BUILD)/src/kernels/arm/neon%.o:   XFLAGS := -march=armv8.2-a+fp16+dotprod
 

@@ -916,6 +916,31 @@ XI_INLINE void panel_tile(const int T, const int R, float *y, int64_t ldy, const
         gq_tile_lcp(T, R, y, ldy, a0, as, lr, p, nb);
 }
 
+/* The full 4-row panel tile of each type as a function of its own: inlined into gq_run's
+ * loops it was register-allocated around them and spilled its accumulators. */
+#define PANEL_TILE4(T)                                                                         \
+    static __attribute__((noinline)) void panel_tile4_##T(float *y, int64_t ldy, const uint8_t *a0, \
+                                                          size_t as, const lc_rows *lr,        \
+                                                          const __m256i *p, int64_t nb) {      \
+        panel_tile(T, 4, y, ldy, a0, as, lr, p, nb);                                           \
+    }
+PANEL_TILE4(T_Q4_0)
+PANEL_TILE4(T_Q5_0)
+PANEL_TILE4(T_Q8_0)
+PANEL_TILE4(T_Q4_K)
+PANEL_TILE4(T_Q6_K)
+
+XI_INLINE void panel_tile4(const int T, float *y, int64_t ldy, const uint8_t *a0, size_t as,
+                           const lc_rows *lr, const __m256i *p, int64_t nb) {
+    switch (T) {
+    case T_Q4_0: panel_tile4_T_Q4_0(y, ldy, a0, as, lr, p, nb); break;
+    case T_Q5_0: panel_tile4_T_Q5_0(y, ldy, a0, as, lr, p, nb); break;
+    case T_Q8_0: panel_tile4_T_Q8_0(y, ldy, a0, as, lr, p, nb); break;
+    case T_Q4_K: panel_tile4_T_Q4_K(y, ldy, a0, as, lr, p, nb); break;
+    default: panel_tile4_T_Q6_K(y, ldy, a0, as, lr, p, nb); break;
+    }
+}
+
 /* Rows [0, rows) x columns [n0, n1): from 2 rows the panel types transpose each whole column
  * tile once per row chunk; one row of Q4_0 / Q5_0 takes the direct lanes-as-columns tile;
  * everything else (and every tail of fewer than 8 columns) the reduction tile. */
@@ -942,7 +967,7 @@ XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, si
                     float *yt = y + r * ldy + n;
                     const uint8_t *at = act + (size_t)r * as;
                     switch (XI_MIN((int64_t)RT, c1 - r)) {
-                    case 4: panel_tile(T, 4, yt, ldy, at, as, &lt, panel, nb); break;
+                    case 4: panel_tile4(T, yt, ldy, at, as, &lt, panel, nb); break;
                     case 3: panel_tile(T, 3, yt, ldy, at, as, &lt, panel, nb); break;
                     case 2: panel_tile(T, 2, yt, ldy, at, as, &lt, panel, nb); break;
                     default: panel_tile(T, 1, yt, ldy, at, as, &lt, panel, nb); break;
