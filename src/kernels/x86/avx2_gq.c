@@ -379,7 +379,10 @@ XI_INLINE void gq_tile(const int T, const int R, float *y, int64_t ldy, const ui
         if (t_values(T) == 32) {
 #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) col_block(T, R, wp[c] + (size_t)i * (size_t)bb, aq, pre, sc, mn, part, c);
-        } else {
+        } else if (T == T_Q4_K || T == T_Q5_K) { /* two columns an iteration: one-row Q4_K 7% faster */
+#pragma GCC unroll 2
+            for (int c = 0; c < 8; c++) col_block(T, R, wp[c] + (size_t)i * (size_t)bb, aq, pre, sc, mn, part, c);
+        } else { /* Q6_K: 7% slower so */
 #pragma GCC unroll 1
             for (int c = 0; c < 8; c++) col_block(T, R, wp[c] + (size_t)i * (size_t)bb, aq, pre, sc, mn, part, c);
         }
