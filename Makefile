@@ -45,7 +45,7 @@ $(BUILD)/src/kernels/x86/avx2%.o:   XFLAGS := -mavx2 -mfma -mf16c
 ifeq (,$(findstring clang,$(shell $(CC) --version 2>/dev/null)))
 $(BUILD)/src/kernels/x86/avx2_gq.o: XFLAGS += -fschedule-insns -fsched-pressure
 endif
-$(BUILD)/src/kernels/x86/avx512%.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+$(BUILD)/src/kernels/x86/avx512%.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
 $(BUILD)/src/kernels/arm/neon%.o:   XFLAGS := -march=armv8.2-a+fp16+dotprod
 
 # The MPI plugin for -tp > 1 (src/comm/), built when OpenMPI's development files are there;
@@ -125,7 +125,20 @@ $(WEB_OBJ): $(BUILD)/gen/webui_assets.c
 $(BIN): $(call obj,$(CLI_SRC) $(SRV_SRC)) $(WEB_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(TESTBIN): $(call obj,$(TEST_SRC) $(SRV_SRC)) $(WEB_OBJ) $(LIB)
+# The AVX-512 GGML kernel once more, for the test binary only (never the library or the
+# server): through SIMDe's portable AVX-512 (Debian's libsimde-dev) with AVX2, so its bits are
+# checked on machines without AVX-512 (tests/test_kernels_gq_avx512.c; skipped without SIMDe).
+ifneq (,$(findstring x86_64,$(TRIPLE)))
+ifneq (,$(wildcard /usr/include/simde/x86/avx512.h))
+EMU_OBJ := $(BUILD)/tests/emu/avx512_gq_emulated.o
+$(EMU_OBJ): src/kernels/x86/avx512_gq.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DXI_AVX512_EMULATED -mavx2 -mfma -mf16c -Wno-psabi -MMD -MP -c $< -o $@
+$(BUILD)/tests/test_kernels_gq_avx512.o: XFLAGS := -DXI_TEST_AVX512_EMULATED
+endif
+endif
+
+$(TESTBIN): $(call obj,$(TEST_SRC) $(SRV_SRC)) $(EMU_OBJ) $(WEB_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB)

@@ -2,7 +2,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "kernel_util.h"
+#include "model/gguf.h"
+#include "test.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 uint32_t rnd(void) {
@@ -77,4 +80,31 @@ int weight_make_f(test_weight *t, const wfmt *f, int64_t n_out, int64_t n_in) {
     if (f->block) n_out = (n_out + f->block - 1) / f->block * f->block;
     weight_make(t, f->dt, n_out, n_in, f->gs);
     return xi_weight_block(&t->w, f->block, NULL, 0) == 0 && t->w.block == f->block;
+}
+
+const char *const GQ_LLAMA256[11] = {"q8_0", "q4_0",   "q4_1",   "q5_0", "q5_1", "iq4_nl",
+                                     "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"};
+
+struct xi_gguf *gq_llama256_open(size_t f, char *err, size_t errlen) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "gguf/llama256-random-%s.gguf", GQ_LLAMA256[f]);
+    return xi_gguf_open(xi_test_data(rel), err, errlen);
+}
+
+static void set_f16(uint8_t *p, float v) {
+    const uint16_t h = xi_f32_to_f16(v);
+    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+}
+
+void gq_fix_scales(const xi_qtype *t, uint8_t *blk) {
+    switch (t->id) {
+    case XI_GGML_Q2_K: set_f16(blk + 80, 0.01f), set_f16(blk + 82, 0.02f); break;
+    case XI_GGML_Q3_K: set_f16(blk + 108, 0.01f); break;
+    case XI_GGML_Q6_K: set_f16(blk + 208, 0.003f); break;
+    case XI_GGML_Q4_K:
+    case XI_GGML_Q5_K: set_f16(blk, 0.004f), set_f16(blk + 2, -0.002f); break;
+    case XI_GGML_Q4_1:
+    case XI_GGML_Q5_1: set_f16(blk, 0.05f), set_f16(blk + 2, -0.3f); break;
+    default: set_f16(blk, 0.05f); break;
+    }
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
+#include "kernels/qtypes.h"
 
 uint32_t rnd(void);  /* xorshift, one fixed seed per test process */
 float frand(void);   /* [-1, 1] */
@@ -30,5 +31,13 @@ typedef struct {
 /* A random weight in format f; blocked formats round n_out up to a multiple of the block.
  * Returns whether the weight has the layout f asks for. */
 int weight_make_f(test_weight *t, const wfmt *f, int64_t n_out, int64_t n_in);
+
+/* GGML block types: the llama256 GGUF files of every type the kernels compute
+ * ($XINFER_TEST_DATA/gguf/llama256-random-NAME.gguf; their 2-D tensors are all of it), */
+extern const char *const GQ_LLAMA256[11];
+/* file f of them opened (NULL and err when it cannot be), */
+struct xi_gguf *gq_llama256_open(size_t f, char *err, size_t errlen);
+/* and a block of random bytes given sane f16 scales for its type, for the extremes tests. */
+void gq_fix_scales(const xi_qtype *t, uint8_t *blk);
 
 #endif

@@ -2,6 +2,7 @@
  * --root, with saved npu-smi outputs (texts from reference ascend.md §3). */
 #include <jansson.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "base/base.h"
 #include "ops/env.h"
@@ -157,7 +158,8 @@ TEST(test_env_toolkit_home_first_and_toolkit_without_device_or_driver) {
     CHECK_STR(e.os.edition, "server");
     CHECK_STR(e.cpu.arch, "x86_64");
     CHECK(strstr(e.cpu.model, "Xeon") != NULL);
-    CHECK(e.cpu.avx2 && e.cpu.fma && e.cpu.avx512f && e.cpu.avx512_vnni && !e.cpu.avx512_bf16);
+    CHECK(e.cpu.avx2 && e.cpu.fma && e.cpu.avx512f && e.cpu.avx512bw && e.cpu.avx512vl && e.cpu.avx512_vnni &&
+          !e.cpu.avx512_bf16);
     CHECK_STR(e.cpu.kernels, "avx512");
     CHECK(e.ascend.toolkit_found);
     CHECK_STR(e.ascend.toolkit_version, "9.1.0");
@@ -173,6 +175,31 @@ TEST(test_env_toolkit_home_first_and_toolkit_without_device_or_driver) {
     CHECK(!e.ascend.toolkit_found);
     CHECK(find_check(&r, "ascend") && find_check(&r, "ascend")->status == XI_CHECK_INFO);
     CHECK_EQ(r.n_warn, 0);
+}
+
+/* The avx512 variant needs AVX-512 F, BW, VL and VNNI beside AVX2 + FMA (kernels/dispatch):
+ * a Skylake-SP-like core (F, BW, VL, no VNNI) or one with VNNI but no AVX2 gets what it can run. */
+TEST(test_env_avx512_without_vnni_or_avx2_is_not_the_avx512_variant) {
+    const char *flags[][2] = {
+        {"fpu lm avx2 fma f16c avx512f avx512bw avx512vl avx512cd", "avx2"},
+        {"fpu lm avx2 fma f16c avx512f avx512vl avx512_vnni", "avx2"}, /* no BW */
+        {"fpu lm fma avx512f avx512bw avx512vl avx512_vnni", "ref"},
+        {"fpu lm avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni", "avx512"},
+    };
+    for (size_t i = 0; i < XI_ARRAY_LEN(flags); i++) {
+        char dir[512], path[600];
+        snprintf(dir, sizeof dir, "%s/r%zu", xi_test_tmpdir(), i);
+        snprintf(path, sizeof path, "%s/proc", dir);
+        CHECK(mkdir(dir, 0755) == 0 && mkdir(path, 0755) == 0);
+        snprintf(path, sizeof path, "%s/proc/cpuinfo", dir);
+        FILE *f = fopen(path, "w");
+        CHECK(f);
+        fprintf(f, "processor\t: 0\nmodel name\t: test\nflags\t\t: %s\n", flags[i][0]);
+        fclose(f);
+        xi_env_cpu c;
+        xi_env_probe_cpu(&c, dir);
+        CHECKF(!strcmp(c.kernels, flags[i][1]), "%s: %s, expected %s", flags[i][0], c.kernels, flags[i][1]);
+    }
 }
 
 TEST(test_env_kylin_desktop_without_dotprod_gets_reference_kernels) {

@@ -21,11 +21,6 @@ static int int8_variants(const xi_ops **out) {
     return n;
 }
 
-/* The llama256 files of every quantized type the kernels compute (their 2-D tensors are all
- * of that type: quantized --pure). */
-static const char *const FILES[] = {"q8_0", "q4_0",   "q4_1",   "q5_0", "q5_1", "iq4_nl", "q2_k",
-                                    "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"};
-
 static xi_weight gguf_weight(const xi_gguf_tensor *t, int64_t n_out) {
     return (xi_weight){.dtype = XI_GGML, .n_out = n_out, .n_in = t->ne[0], .data = t->data,
                        .qtype = t->type};
@@ -54,10 +49,8 @@ TEST(test_kernels_gq_every_variant_matches_ref_on_llama256_tensors) {
     char err[512] = "";
     const char *tensors[] = {"blk.0.attn_q.weight", "blk.0.ffn_down.weight"};
     const int64_t rows_list[] = {1, 2, 3, 4, 5, 9, 17, 70}; /* 70: past a 64-row chunk */
-    for (size_t f = 0; f < XI_ARRAY_LEN(FILES); f++) {
-        char rel[128];
-        snprintf(rel, sizeof rel, "gguf/llama256-random-%s.gguf", FILES[f]);
-        xi_gguf *g = xi_gguf_open(xi_test_data(rel), err, sizeof err);
+    for (size_t f = 0; f < XI_ARRAY_LEN(GQ_LLAMA256); f++) {
+        xi_gguf *g = gq_llama256_open(f, err, sizeof err);
         CHECKF(g, "%s", err);
         for (size_t ti = 0; ti < XI_ARRAY_LEN(tensors); ti++) {
             const xi_gguf_tensor *t = xi_gguf_find_tensor(g, tensors[ti]);
@@ -77,11 +70,11 @@ TEST(test_kernels_gq_every_variant_matches_ref_on_llama256_tensors) {
                         run_gq(ops[v], got, x, R, &w, cuts[c][0], cuts[c][1]);
                     int64_t at = 0;
                     CHECKF(same_bits(want, got, R * N, &at), "%s %s %s rows %lld: y[%lld] %a vs ref %a",
-                           ops[v]->name, FILES[f], tensors[ti], (long long)R, (long long)at,
+                           ops[v]->name, GQ_LLAMA256[f], tensors[ti], (long long)R, (long long)at,
                            got[at], want[at]);
                     run_gq(ops[v], got, x, R, &w, 0, N);
                     CHECKF(same_bits(want, got, R * N, &at), "%s %s whole: y[%lld]", ops[v]->name,
-                           FILES[f], (long long)at);
+                           GQ_LLAMA256[f], (long long)at);
                 }
                 free(x);
                 free(want);
@@ -95,24 +88,6 @@ TEST(test_kernels_gq_every_variant_matches_ref_on_llama256_tensors) {
 /* Random blocks with sane scales, at the extremes: every byte random (Q8_0 codes include
  * -128, nibbles 0 and 15), activations all +-max, so int16 pair sums and int32 block sums
  * sit at their largest. */
-static void set_f16(uint8_t *p, float v) {
-    const uint16_t h = xi_f32_to_f16(v);
-    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
-}
-
-static void fix_scales(const xi_qtype *t, uint8_t *blk) {
-    switch (t->id) {
-    case XI_GGML_Q2_K: set_f16(blk + 80, 0.01f), set_f16(blk + 82, 0.02f); break;
-    case XI_GGML_Q3_K: set_f16(blk + 108, 0.01f); break;
-    case XI_GGML_Q6_K: set_f16(blk + 208, 0.003f); break;
-    case XI_GGML_Q4_K:
-    case XI_GGML_Q5_K: set_f16(blk, 0.004f), set_f16(blk + 2, -0.002f); break;
-    case XI_GGML_Q4_1:
-    case XI_GGML_Q5_1: set_f16(blk, 0.05f), set_f16(blk + 2, -0.3f); break;
-    default: set_f16(blk, 0.05f); break;
-    }
-}
-
 TEST(test_kernels_gq_every_variant_matches_ref_at_integer_extremes) {
     const xi_ops *ops[8];
     const int nv = int8_variants(ops);
@@ -149,7 +124,7 @@ TEST(test_kernels_gq_every_variant_matches_ref_at_integer_extremes) {
             }
         for (int64_t n = 0; n < N; n++)
             for (int64_t b = 0; b < K / t->block; b++)
-                fix_scales(t, data + (size_t)n * rb + (size_t)b * (size_t)t->block_bytes);
+                gq_fix_scales(t, data + (size_t)n * rb + (size_t)b * (size_t)t->block_bytes);
         const xi_weight w = {.dtype = XI_GGML, .n_out = N, .n_in = K, .data = data, .qtype = t};
         float *x = malloc((size_t)(R * K) * 4), *want = malloc((size_t)(R * N) * 4),
               *got = malloc((size_t)(R * N) * 4);

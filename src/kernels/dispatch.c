@@ -27,6 +27,20 @@ static int cpu_has_avx2(void) {
     __cpuid_count(7, 0, a, b, c, d);
     return (b >> 5) & 1;
 }
+
+/* AVX-512 F, BW, VL and VNNI (cpuid 7: ebx bits 16, 30, 31, ecx bit 11), and the OS saves the
+ * opmask and zmm state as well as the ymm state (XCR0 bits 5, 6, 7 and 1, 2). The avx512
+ * table is the avx2 one with a VNNI matmul_gq, so it needs avx2 too (the caller checks). */
+static int cpu_has_avx512_vnni(void) {
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    const unsigned need_b = (1u << 16) | (1u << 30) | (1u << 31);
+    if ((b & need_b) != need_b || !((c >> 11) & 1)) return 0;
+    unsigned xlo, xhi;
+    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    return (xlo & 0xe6) == 0xe6;
+}
 #endif
 
 #if defined(__aarch64__)
@@ -66,7 +80,10 @@ int xi_ops_available(const xi_ops **out, int max) {
     int n = 0;
     if (n < max) out[n++] = xi_ops_ref();
 #if defined(__x86_64__)
-    if (n < max && cpu_has_avx2()) out[n++] = xi_ops_avx2();
+    if (n < max && cpu_has_avx2()) {
+        out[n++] = xi_ops_avx2();
+        if (n < max && cpu_has_avx512_vnni()) out[n++] = xi_ops_avx512();
+    }
 #endif
 #if defined(__aarch64__)
     if (n < max && cpu_has_neon()) out[n++] = xi_ops_neon();

@@ -228,6 +228,11 @@ void xi_qx_quantize_block_avx2(int8_t *q, float *d, int32_t *s, const float *x, 
 void xi_gq_quantize_act_avx2(int act, const float *x, void *out, int64_t n);
 void xi_matmul_gq_avx2(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
                        const xi_weight *w, int64_t n0, int64_t n1);
+/* AVX2 + FMA + F16C with AVX-512 F/BW/VL/VNNI: the avx2 table with the GGML integer matmul
+ * of x86/avx512_gq.c (vpdpbusd). */
+const xi_ops *xi_ops_avx512(void);
+void xi_matmul_gq_avx512(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
+                         const xi_weight *w, int64_t n0, int64_t n1);
 #endif
 #if defined(__aarch64__)
 const xi_ops *xi_ops_neon(void); /* ARMv8.2-A NEON + fp16 + dotprod */
@@ -306,8 +311,8 @@ int xi_weight_block_for(const xi_ops *ops, const xi_weight *w);
 /* This thread's scratch buffer `slot` (0..XI_SCRATCH_SLOTS-1: 0, 1 the tiled matmul's, 2..4
  * the quantized x of qdot.c, 5 that of gq.c, 6 the dequantized row of gq.c's and ref.c's
  * exact matmuls, 7..9 the rows a threaded matmul quantizes once for all its threads,
- * kernels.c; 10 the per-row terms of x86/avx2_gq.c's lanes-as-columns tile, 11 its
- * transposed panel) of at least `bytes`, 64-byte aligned; it grows to the largest
+ * kernels.c; 10 the per-row terms of x86/avx2_gq.c's (or avx512_gq.c's) lanes-as-columns
+ * tile, 11 its transposed panel) of at least `bytes`, 64-byte aligned; it grows to the largest
  * need once and is then reused, so steady-state steps allocate nothing, and is freed at
  * thread exit. NULL when out of memory. */
 #define XI_SCRATCH_SLOTS 12

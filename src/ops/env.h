@@ -40,7 +40,7 @@ typedef struct xi_env_cpu {
     int64_t mem_available;      /* bytes, -1 when unknown */
     /* SIMD features xinfer's kernels use (1 = present in Features / flags) */
     int asimd, asimddp, asimdhp, sve, i8mm, bf16;
-    int avx2, fma, f16c, avx512f, avx512_vnni, avx512_bf16;
+    int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512_vnni, avx512_bf16;
     char kernels[16];           /* kernel variant these features imply: avx512/avx2/neon/ref */
 } xi_env_cpu;
 

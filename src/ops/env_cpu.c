@@ -85,10 +85,11 @@ static int64_t meminfo_bytes(const char *text, const char *key) {
 }
 
 static void pick_kernels(xi_env_cpu *c) {
-    /* Mirrors kernels/dispatch: the neon variant is built for armv8.2-a+fp16+dotprod. */
+    /* Mirrors kernels/dispatch: avx512 is the avx2 table with an AVX-512 VNNI matmul (F, BW,
+     * VL and VNNI); the neon variant is built for armv8.2-a+fp16+dotprod. */
     const char *k = "ref";
     if (!strcmp(c->arch, "x86_64")) {
-        if (c->avx512f && c->fma) k = "avx512";
+        if (c->avx2 && c->fma && c->avx512f && c->avx512bw && c->avx512vl && c->avx512_vnni) k = "avx512";
         else if (c->avx2 && c->fma) k = "avx2";
     } else if (!strcmp(c->arch, "aarch64")) {
         if (c->asimd && c->asimddp && c->asimdhp) k = "neon";
@@ -124,6 +125,8 @@ void xi_env_probe_cpu(xi_env_cpu *c, const char *root) {
             c->fma = has_word(v, "fma");
             c->f16c = has_word(v, "f16c");
             c->avx512f = has_word(v, "avx512f");
+            c->avx512bw = has_word(v, "avx512bw");
+            c->avx512vl = has_word(v, "avx512vl");
             c->avx512_vnni = has_word(v, "avx512_vnni");
             c->avx512_bf16 = has_word(v, "avx512_bf16");
         }
