@@ -13,8 +13,8 @@
  * transpose costs 16 loads and 8 in-lane shuffles per 64 bytes of codes, about what the two
  * 8-column ymm halves of the AVX2 file cost, for twice the columns per instruction after it,
  * so the tile is one zmm wide.
- * The transposed codes, the columns' scales (as int32 or int16-pair lanes) and d (f32) of a
- * block form a panel, the vectors the steps read. From 2 rows gq_run fills the panel of a
+ * The transposed codes, the columns' scales (as int32 or int16-pair lanes) and their f16 d of
+ * a block form a panel, the vectors the steps read. From 2 rows gq_run fills the panel of a
  * whole column tile once per chunk of 64 rows into this thread's scratch (slot 11) and runs
  * tiles of up to 4 rows over it from L1 / L2; one row (decode) fills a block (K types) or 8
  * blocks (Q8_0, Q4_0) at a time into a buffer on the stack and dots them at once, so the
@@ -154,14 +154,15 @@ XI_INLINE void cols_t16(const cols16 *cp, size_t off, __m512i *v) {
     v[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-/* The 16 columns' f16 at off as f32 lanes (through the stack: the panel stores it and the
- * tiles read it long after, so the narrow stores never stall a wide load). */
-XI_INLINE __m512i cols_f16(const cols16 *cp, size_t off) {
-    uint16_t h[NC];
+/* The 16 columns' f16 at off, stored as they are in the low 32 bytes of *dst; the tiles
+ * widen them to f32 (gq_tile's f16_vec) when they use them, long after these narrow stores
+ * have left the store buffer (a wide load right behind them cannot be forwarded and stalls). */
+XI_INLINE void cols_f16(const cols16 *cp, size_t off, __m512i *dst) {
+    uint8_t *h = (uint8_t *)dst;
 #pragma GCC unroll 16
-    for (int c = 0; c < NC; c++) memcpy(&h[c], cp->c[c] + off, 2);
-    return _mm512_castps_si512(f16x16(h));
+    for (int c = 0; c < NC; c++) memcpy(h + 2 * c, cp->c[c] + off, 2);
 }
+XI_INLINE __m512 f16_vec(const __m512i *v) { return f16x16((const uint16_t *)(const void *)v); }
 
 /* The next column tile's block i, in address order, as many bytes as a fill reads of its
  * own (a hint: never faults, so pf may point past the weight; NULL: nothing). */
@@ -195,7 +196,7 @@ XI_INLINE void fill_s32(const int T, const cols16 *cp, size_t off, __m512i *p) {
             p[4 + g] = _mm512_and_si512(_mm512_srli_epi16(v[g], 4), mask8(15));
         }
     }
-    p[S32_D] = cols_f16(cp, off);
+    cols_f16(cp, off, &p[S32_D]);
 }
 
 /* Q4_K / Q5_K: sub-block s (values 32s ..) step g at 8s + g; the 12 bytes of scales and mins
@@ -246,8 +247,8 @@ XI_INLINE void fill_k45(const int T, const cols16 *cp, size_t off, __m512i *p) {
     p[K45_MN + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(mn03, 16), ff), _mm512_and_si512(_mm512_srli_epi32(mn03, 8), ff16));
     p[K45_MN + 2] = _mm512_or_si512(_mm512_and_si512(mn47, ff), _mm512_and_si512(_mm512_slli_epi32(mn47, 8), ff16));
     p[K45_MN + 3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(mn47, 16), ff), _mm512_and_si512(_mm512_srli_epi32(mn47, 8), ff16));
-    p[K45_D] = cols_f16(cp, off);
-    p[K45_DMIN] = cols_f16(cp, off + 2);
+    cols_f16(cp, off, &p[K45_D]);
+    cols_f16(cp, off + 2, &p[K45_DMIN]);
 }
 
 /* Q6_K: values 32j + 4g .. at 8j + g, codes u = ql nibble | 2 bits of qh << 4 (0..63): for
@@ -282,7 +283,7 @@ XI_INLINE void fill_q6(const cols16 *cp, size_t off, __m512i *p) {
         const __m512i b = byte_of(sc[s / 4], s % 4);
         p[Q6_SC + s] = _mm512_sub_epi32(_mm512_xor_si512(b, sign), sign);
     }
-    p[Q6_D] = cols_f16(cp, off + 208);
+    cols_f16(cp, off + 208, &p[Q6_D]);
 }
 
 /* Blocks [i0, i1) of the tile into p, prefetching the next tile's (pf). */
@@ -389,8 +390,8 @@ XI_INLINE void gq_tile(const int T, const int R, __m512 *acc, const uint8_t *a0,
                     _mm512_add_epi32(_mm512_madd_epi16(p[K45_MN + 2], _mm512_set1_epi32(tb[r][2])),
                                      _mm512_madd_epi16(p[K45_MN + 3], _mm512_set1_epi32(tb[r][3]))));
         }
-        const __m512 d = _mm512_castsi512_ps(p[t_dvec(T)]);
-        const __m512 dmin = t_k45(T) ? _mm512_castsi512_ps(p[K45_DMIN]) : zero;
+        const __m512 d = f16_vec(&p[t_dvec(T)]);
+        const __m512 dmin = t_k45(T) ? f16_vec(&p[K45_DMIN]) : zero;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const __m512 dav = _mm512_set1_ps(rt->da[(int64_t)r * rt->nb + i]);
