@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/pool.h"
 #include "kernel_util.h"
 #include "kernels/kernels.h"
 #include "kernels/qtypes.h"
@@ -133,6 +134,50 @@ static void check_extremes(gq_fn f) {
 #if defined(__x86_64__) && defined(XI_TEST_AVX512_EMULATED)
 TEST(test_kernels_gq_avx512_emulated_matches_ref_on_llama256_tensors) { check_llama256(xi_matmul_gq_avx512_emulated); }
 TEST(test_kernels_gq_avx512_emulated_matches_ref_at_integer_extremes) { check_extremes(xi_matmul_gq_avx512_emulated); }
+
+/* Through xi_matmul in a table like the avx512 one (avx2's with this matmul_gq): 1, 2 and 3
+ * threads split the columns and, from 16 rows, share the quantized rows; the bits stay the
+ * oracle's (Q4_K, Q5_K, Q6_K ffn_up: 768 columns). */
+TEST(test_kernels_gq_avx512_emulated_threads_keep_the_oracle_bits) {
+    const xi_ops *all[8], *avx2 = NULL;
+    const int nv = xi_ops_available(all, 8);
+    for (int i = 0; i < nv; i++)
+        if (!strcmp(all[i]->name, "avx2")) avx2 = xi_ops_precision(all[i], "int8", NULL, 0);
+    if (!avx2) SKIP("no avx2 table on this CPU: the emulated kernel needs AVX2");
+    xi_ops emu = *avx2;
+    emu.matmul_gq = xi_matmul_gq_avx512_emulated;
+    const size_t files[] = {8, 9, 10}; /* q4_k_m, q5_k_m, q6_k in GQ_LLAMA256 */
+    char err[512] = "";
+    int runs = 0;
+    for (size_t fi = 0; fi < XI_ARRAY_LEN(files); fi++) {
+        xi_gguf *g = gq_llama256_open(files[fi], err, sizeof err);
+        CHECKF(g, "%s", err);
+        const xi_gguf_tensor *t = xi_gguf_find_tensor(g, "blk.0.ffn_up.weight");
+        CHECK(t && t->n_dims == 2 && t->type->unpack);
+        const xi_weight w = {.dtype = XI_GGML, .n_out = t->ne[1], .n_in = t->ne[0], .data = t->data, .qtype = t->type};
+        for (int64_t R = 3; R <= 40; R += 37) {
+            float *x = rand_vec(R * w.n_in), *want = malloc((size_t)(R * w.n_out) * 4),
+                  *got = malloc((size_t)(R * w.n_out) * 4);
+            run(NULL, want, x, R, &w, 0, w.n_out);
+            for (int th = 1; th <= 3; th++) {
+                xi_pool *pool = xi_pool_new(th);
+                memset(got, 0xff, (size_t)(R * w.n_out) * 4);
+                xi_matmul(pool, &emu, got, x, R, &w, NULL);
+                xi_pool_free(pool);
+                int64_t at = 0;
+                while (at < R * w.n_out && !memcmp(&got[at], &want[at], 4)) at++;
+                CHECKF(at == R * w.n_out, "%s, %lld rows, %d threads: y[%lld] %a, the oracle's %a", t->type->name,
+                       (long long)R, th, (long long)at, got[at], want[at]);
+                runs++;
+            }
+            free(x);
+            free(want);
+            free(got);
+        }
+        xi_gguf_close(g);
+    }
+    printf("  %d threaded runs bitwise the oracle\n", runs);
+}
 #else
 TEST(test_kernels_gq_avx512_emulated_matches_ref) {
     SKIP("no emulated AVX-512 kernel in this build (x86-64 with SIMDe, libsimde-dev, only)");
