@@ -165,10 +165,11 @@ XI_INLINE void cols_f16(const cols16 *cp, size_t off, __m512i *dst) {
 XI_INLINE __m512 f16_vec(const __m512i *v) { return f16x16((const uint16_t *)(const void *)v); }
 
 /* The next column tile's block i, in address order, as many bytes as a fill reads of its
- * own (a hint: never faults, so pf may point past the weight; NULL: nothing). */
+ * own (a hint: never faults, so pf may point past the weight; NULL: nothing). Non-temporal,
+ * as avx2_gq.c measured best: the weights are read once per call. */
 XI_INLINE void prefetch_block(const uint8_t *pf, int64_t i, int bb) {
     if (pf)
-        for (int l = 0; l < NC * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * NC * (size_t)bb + l, _MM_HINT_T0);
+        for (int l = 0; l < NC * bb; l += 64) _mm_prefetch((const char *)pf + (size_t)i * NC * (size_t)bb + l, _MM_HINT_NTA);
 }
 
 /* Bits b of every byte moved to bit 4 (0x10), the rest cleared (Q5_K's fifth bits). */
