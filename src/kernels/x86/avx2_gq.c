@@ -944,6 +944,22 @@ XI_INLINE void panel_tile4(const int T, float *y, int64_t ldy, const uint8_t *a0
     }
 }
 
+/* The one-row (decode) Q6_K reduction tile as a function of its own, like the panel tiles
+ * (its column loop then schedules with the pressure-aware scheduler). */
+static __attribute__((noinline)) void gq_tile1_q6(float *y, int64_t ldy, const uint8_t *a0, size_t as,
+                                                  const uint8_t *w0, size_t rb, int cols, int64_t nb,
+                                                  const uint8_t *pf) {
+    gq_tile(T_Q6_K, 1, y, ldy, a0, as, w0, rb, cols, nb, pf);
+}
+
+XI_INLINE void gq_tile1(const int T, float *y, int64_t ldy, const uint8_t *a0, size_t as,
+                        const uint8_t *w0, size_t rb, int cols, int64_t nb, const uint8_t *pf) {
+    if (T == T_Q6_K)
+        gq_tile1_q6(y, ldy, a0, as, w0, rb, cols, nb, pf);
+    else
+        gq_tile(T, 1, y, ldy, a0, as, w0, rb, cols, nb, pf);
+}
+
 /* Rows [0, rows) x columns [n0, n1): from 2 rows the panel types transpose each whole column
  * tile once per row chunk; one row of Q4_0 / Q5_0 takes the direct lanes-as-columns tile;
  * everything else (and every tail of fewer than 8 columns) the reduction tile. */
@@ -989,7 +1005,7 @@ XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, si
                 case 4: gq_tile(T, 4, yt, ldy, at, as, w0, rb, cols, nb, pt); break;
                 case 3: gq_tile(T, 3, yt, ldy, at, as, w0, rb, cols, nb, pt); break;
                 case 2: gq_tile(T, 2, yt, ldy, at, as, w0, rb, cols, nb, pt); break;
-                default: gq_tile(T, 1, yt, ldy, at, as, w0, rb, cols, nb, pt); break;
+                default: gq_tile1(T, yt, ldy, at, as, w0, rb, cols, nb, pt); break;
                 }
             }
         }
