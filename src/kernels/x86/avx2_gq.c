@@ -118,15 +118,6 @@ XI_INLINE void dot32(int T, int R, const uint8_t *x, const uint8_t *const *a, __
     }
 }
 
-/* The 12 bytes of Q4_K / Q5_K six-bit scales and mins as bytes sc[0..7], m[0..7]. */
-XI_INLINE __m128i k4_scales(const uint8_t *s12) {
-    uint32_t u[3];
-    memcpy(u, s12, 12);
-    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
-    return _mm_setr_epi32((int)(u[0] & m6), (int)((u[2] & m4) | ((u[0] >> 6) & m2) << 4),
-                          (int)(u[1] & m6), (int)(((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4));
-}
-
 /* The six-bit scales and mins of the 8 columns' Q4_K / Q5_K block i (its 12 bytes at 4),
  * once per block for the whole tile, two columns per vector: sc[c][s] = scale s of column c
  * in both int16 halves (the vpmaddwd operand of sub-block s: one broadcast load), mn[c] its
@@ -703,20 +694,19 @@ XI_INLINE void k4p_fill(const uint8_t *w0, size_t rb, int64_t nb, const uint8_t 
                 p[16 * c4 + 8 + g] = _mm256_and_si256(_mm256_srli_epi16(v[g], 4), mask8(15));
             }
         }
-        uint8_t scm[8][16];
+        /* the scales of k45_scales8, transposed to one vector per sub-block (lane c: column
+         * c's scale pair) and per min pair (lane c: column c's m[2t], m[2t + 1]) */
+        const uint8_t *col[8];
+        for (int c = 0; c < 8; c++) col[c] = b + c * rb;
+        int32_t scc[8][8], sc[8][8], mn[4][8];
+        int16_t mnc[8][8];
+        k45_scales8(col, 0, scc, mnc);
         uint16_t dh[8], mh[8];
-        int16_t sc[8][16], mn[4][16];
         for (int c = 0; c < 8; c++) {
-            _mm_storeu_si128((__m128i *)scm[c], k4_scales(b + c * rb + 4));
             memcpy(&dh[c], b + c * rb, 2);
             memcpy(&mh[c], b + c * rb + 2, 2);
-        }
-        for (int c = 0; c < 8; c++) {
-            for (int j = 0; j < 8; j++) sc[j][2 * c] = sc[j][2 * c + 1] = scm[c][j];
-            for (int t = 0; t < 4; t++) {
-                mn[t][2 * c] = scm[c][8 + 2 * t];
-                mn[t][2 * c + 1] = scm[c][9 + 2 * t];
-            }
+            for (int j = 0; j < 8; j++) sc[j][c] = scc[c][j];
+            for (int t = 0; t < 4; t++) memcpy(&mn[t][c], &mnc[c][2 * t], 4);
         }
         for (int j = 0; j < 8; j++) p[64 + j] = _mm256_loadu_si256((const __m256i *)sc[j]);
         for (int t = 0; t < 4; t++) p[72 + t] = _mm256_loadu_si256((const __m256i *)mn[t]);
