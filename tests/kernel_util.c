@@ -108,3 +108,25 @@ void gq_fix_scales(const xi_qtype *t, uint8_t *blk) {
     default: set_f16(blk, 0.05f); break;
     }
 }
+
+int int8_variants(const xi_ops **out) {
+    const int n = xi_ops_available(out, 8);
+    for (int i = 0; i < n; i++) out[i] = xi_ops_precision(out[i], "int8", NULL, 0);
+    return n;
+}
+
+void gq_run(const xi_ops *ops, float *y, const float *x, int64_t rows, const xi_weight *w,
+            int64_t n0, int64_t n1) {
+    size_t stride;
+    const void *a = xi_gq_quantize(NULL, w, x, w->n_in, rows, &stride);
+    ops->matmul_gq(y, w->n_out, a, stride, rows, w, n0, n1);
+}
+
+int same_bits(const float *a, const float *b, int64_t n, int64_t *at) {
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], 4)) {
+            *at = i;
+            return 0;
+        }
+    return 1;
+}

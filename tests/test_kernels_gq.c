@@ -15,32 +15,9 @@
 #include "model/gguf.h"
 #include "test.h"
 
-static int int8_variants(const xi_ops **out) {
-    const int n = xi_ops_available(out, 8);
-    for (int i = 0; i < n; i++) out[i] = xi_ops_precision(out[i], "int8", NULL, 0);
-    return n;
-}
-
 static xi_weight gguf_weight(const xi_gguf_tensor *t, int64_t n_out) {
     return (xi_weight){.dtype = XI_GGML, .n_out = n_out, .n_in = t->ne[0], .data = t->data,
                        .qtype = t->type};
-}
-
-/* y of `rows` rows through matmul_gq of ops, columns [n0, n1), x quantized as kernels.c does. */
-static void run_gq(const xi_ops *ops, float *y, const float *x, int64_t rows, const xi_weight *w,
-                   int64_t n0, int64_t n1) {
-    size_t stride;
-    const void *a = xi_gq_quantize(NULL, w, x, w->n_in, rows, &stride);
-    ops->matmul_gq(y, w->n_out, a, stride, rows, w, n0, n1);
-}
-
-static int same_bits(const float *a, const float *b, int64_t n, int64_t *at) {
-    for (int64_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], 4)) {
-            *at = i;
-            return 0;
-        }
-    return 1;
 }
 
 TEST(test_kernels_gq_every_variant_matches_ref_on_llama256_tensors) {
@@ -61,18 +38,18 @@ TEST(test_kernels_gq_every_variant_matches_ref_on_llama256_tensors) {
                 const int64_t R = rows_list[ri];
                 float *x = rand_vec(R * K), *want = calloc((size_t)(R * N), 4),
                       *got = calloc((size_t)(R * N), 4);
-                run_gq(xi_ops_precision(xi_ops_ref(), "int8", NULL, 0), want, x, R, &w, 0, N);
+                gq_run(xi_ops_precision(xi_ops_ref(), "int8", NULL, 0), want, x, R, &w, 0, N);
                 for (int v = 0; v < nv; v++) {
                     /* whole, and a split at odd columns */
                     const int64_t cuts[][2] = {{0, N}, {0, 7}, {7, 30}, {30, N}};
                     memset(got, 0xff, (size_t)(R * N) * 4);
                     for (size_t c = 1; c < XI_ARRAY_LEN(cuts); c++)
-                        run_gq(ops[v], got, x, R, &w, cuts[c][0], cuts[c][1]);
+                        gq_run(ops[v], got, x, R, &w, cuts[c][0], cuts[c][1]);
                     int64_t at = 0;
                     CHECKF(same_bits(want, got, R * N, &at), "%s %s %s rows %lld: y[%lld] %a vs ref %a",
                            ops[v]->name, GQ_LLAMA256[f], tensors[ti], (long long)R, (long long)at,
                            got[at], want[at]);
-                    run_gq(ops[v], got, x, R, &w, 0, N);
+                    gq_run(ops[v], got, x, R, &w, 0, N);
                     CHECKF(same_bits(want, got, R * N, &at), "%s %s whole: y[%lld]", ops[v]->name,
                            GQ_LLAMA256[f], (long long)at);
                 }
@@ -132,9 +109,9 @@ TEST(test_kernels_gq_every_variant_matches_ref_at_integer_extremes) {
             const int64_t r = k / K;
             x[k] = r == 0 ? 1.0f : r == 1 ? -1.0f : r == 2 ? (k % 2 ? 2.0f : -2.0f) : frand();
         }
-        run_gq(xi_ops_precision(xi_ops_ref(), "int8", NULL, 0), want, x, R, &w, 0, N);
+        gq_run(xi_ops_precision(xi_ops_ref(), "int8", NULL, 0), want, x, R, &w, 0, N);
         for (int v = 0; v < nv; v++) {
-            run_gq(ops[v], got, x, R, &w, 0, N);
+            gq_run(ops[v], got, x, R, &w, 0, N);
             int64_t at = 0;
             CHECKF(same_bits(want, got, R * N, &at), "%s %s: y[%lld] %a vs ref %a", ops[v]->name,
                    t->name, (long long)at, got[at], want[at]);

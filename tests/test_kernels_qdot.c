@@ -9,13 +9,6 @@
 #include "kernel_util.h"
 #include "test.h"
 
-/* The int8 table of every variant this CPU runs. */
-static int int8_variants(const xi_ops **out) {
-    const int n = xi_ops_available(out, 8);
-    for (int i = 0; i < n; i++) out[i] = xi_ops_precision(out[i], "int8", NULL, 0);
-    return n;
-}
-
 static const wfmt QFORMATS[] = {{XI_Q8, 0, 0},         {XI_Q8, 0, 8},         {XI_Q8, 0, XI_BLOCK_DOT},
                                 {XI_Q4_AWQ, 32, 0},    {XI_Q4_AWQ, 32, 16},   {XI_Q4_AWQ, 32, XI_BLOCK_DOT},
                                 {XI_Q4_AWQ, 64, XI_BLOCK_DOT}, {XI_Q4_AWQ, 128, XI_BLOCK_DOT},

@@ -53,7 +53,7 @@ TEST(test_wformat_names_and_weights_find_their_row) {
     CHECK_EQ(ggml_rows, n - 5);
 }
 
-/* A weight of format f, N x K, from a llama256 GGUF tensor for the ggml rows (owned by *g). */
+/* A weight of format f, N x K, from a llama256 GGUF tensor for the ggml rows (a copy in tw). */
 static int make(test_weight *tw, xi_gguf **g, const xi_wformat *f, int64_t N, int64_t K) {
     memset(tw, 0, sizeof *tw);
     *g = NULL;
@@ -73,8 +73,12 @@ static int make(test_weight *tw, xi_gguf **g, const xi_wformat *f, int64_t N, in
     if (!*g) return 0;
     const xi_gguf_tensor *t = xi_gguf_find_tensor(*g, "blk.0.attn_q.weight");
     if (!t || t->type != f->qtype) return 0;
-    tw->w = (xi_weight){.dtype = XI_GGML, .n_out = XI_MIN(N, t->ne[1]), .n_in = t->ne[0],
-                        .data = t->data, .qtype = t->type};
+    /* our copy, which a repack may rewrite (the file is mapped read-only) */
+    const int64_t n_out = XI_MIN(N, t->ne[1]);
+    const size_t bytes = xi_qtype_row_bytes(t->type, t->ne[0]) * (size_t)n_out;
+    if (!(tw->data = malloc(bytes))) return 0;
+    memcpy(tw->data, t->data, bytes);
+    tw->w = (xi_weight){.dtype = XI_GGML, .n_out = n_out, .n_in = t->ne[0], .data = tw->data, .qtype = t->type};
     return 1;
 }
 
@@ -115,7 +119,7 @@ TEST(test_wformat_every_row_dequantize_is_the_one_hot_matmul) {
                 }
                 free(x), free(y), free(row);
                 if (g) xi_gguf_close(g);
-                else weight_free(&tw);
+                weight_free(&tw);
             }
     }
 }

@@ -3,6 +3,7 @@
  * (xi_qtype_dot_ref per output) and the fp32 path of the exact tables. The fast variants
  * (x86/avx2_gq.c, arm/neon_gq.c) reproduce xi_matmul_gq_ref bit for bit. */
 #include "base/base.h"
+#include "kernels/gq_pack.h"
 #include "kernels/kernels.h"
 #include "kernels/qtypes.h"
 
@@ -32,32 +33,53 @@ const void *xi_gq_quantize(const xi_ops *ops, const xi_weight *w, const float *x
     return a;
 }
 
+/* A packed weight (gq_pack.h) a block at a time: y = sum of the blocks' one-block dots in
+ * block order, which is the row's dot bit for bit (the row dot adds each block's term to an
+ * accumulator that starts at +0, and +0 + term is the term). */
+static float dot_packed(const xi_weight *w, int64_t n, const uint8_t *a) {
+    const xi_qtype *t = w->qtype;
+    const size_t ab = (size_t)xi_act_block_bytes(t->act) * (size_t)(t->block / xi_act_block(t->act));
+    uint8_t blk[XI_QK_MAX + 64];
+    float acc = 0.0f;
+    for (int64_t i = 0; i < w->n_in / t->block; i++) {
+        xi_gq_block_bytes(w, n, i, blk);
+        acc += xi_qtype_dot_ref(t, blk, a + (size_t)i * ab, t->block);
+    }
+    return acc;
+}
+
 void xi_matmul_gq_ref(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
                       const xi_weight *w, int64_t n0, int64_t n1) {
     const size_t rb = xi_qtype_row_bytes(w->qtype, w->n_in);
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t n = n0; n < n1; n++)
-            y[r * ldy + n] = xi_qtype_dot_ref(w->qtype, (const uint8_t *)w->data + (size_t)n * rb,
-                                              (const uint8_t *)act + (size_t)r * act_stride, w->n_in);
+        for (int64_t n = n0; n < n1; n++) {
+            const uint8_t *a = (const uint8_t *)act + (size_t)r * act_stride;
+            y[r * ldy + n] = w->block ? dot_packed(w, n, a)
+                                      : xi_qtype_dot_ref(w->qtype, (const uint8_t *)w->data + (size_t)n * rb, a, w->n_in);
+        }
 }
 
 void xi_matmul_gq_exact(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                         const xi_weight *w, int64_t n0, int64_t n1) {
-    const size_t rb = xi_qtype_row_bytes(w->qtype, w->n_in);
     const int64_t K = w->n_in;
+    const int B = w->qtype->block;
     float *row = xi_kernel_scratch(6, (size_t)K * sizeof(float));
+    uint8_t bytes[XI_QK_MAX + 64]; /* one block as stored (Q6_K, the largest, 210 bytes) */
     for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *src = (const uint8_t *)w->data + (size_t)n * rb;
-        if (row) xi_qtype_dequant_row(w->qtype, src, row, K);
+        if (row)
+            for (int64_t k0 = 0; k0 < K; k0 += B) {
+                xi_gq_block_bytes(w, n, k0 / B, bytes);
+                xi_qtype_dequant_row(w->qtype, bytes, row + k0, B);
+            }
         for (int64_t r = 0; r < rows; r++) {
             float acc = 0.0f;
             if (row) {
                 for (int64_t k = 0; k < K; k++) acc += x[r * ldx + k] * row[k];
             } else { /* out of memory for one row: a block at a time, the same sums */
                 float blk[XI_QK_MAX];
-                const int B = w->qtype->block, bb = w->qtype->block_bytes;
                 for (int64_t k0 = 0; k0 < K; k0 += B) {
-                    xi_qtype_dequant_row(w->qtype, src + (size_t)(k0 / B) * (size_t)bb, blk, B);
+                    xi_gq_block_bytes(w, n, k0 / B, bytes);
+                    xi_qtype_dequant_row(w->qtype, bytes, blk, B);
                     for (int k = 0; k < B; k++) acc += x[r * ldx + k0 + k] * blk[k];
                 }
             }

@@ -58,7 +58,8 @@
  *   Scales and zero points keep their layouts.
  * GGML (any ggml block type xi_qtype_supported accepts; qtype says which): data = [n_out]
  *   rows of xi_qtype_row_bytes(qtype, n_in) bytes each, exactly as a GGUF file stores them
- *   (the loader maps or copies them unchanged; n_in is a whole number of the type's blocks).
+ *   (the loader maps or copies them unchanged; n_in is a whole number of the type's blocks);
+ *   block == 8: packed, the 8 rows of each group of 8 interleaved per block (gq_pack.h).
  *   The int8 tables compute them with matmul_gq from activations quantized to the type's
  *   activation format (qtype->act, llama.cpp's vec_dot_type) and integer dot products, the
  *   exact tables dequantize a row at a time (xi_qtype_dequant_row) and take fp32 dots.
@@ -160,6 +161,10 @@ struct xi_ops {
     int weight_block;
     /* The Q4_AWQ layout (0 or 16) this variant's matmul reads fastest. */
     int q4_block;
+    /* The GGML layout (0: as stored, 8: packed, gq_pack.h) this variant's matmul_gq reads
+     * fastest, for the types whose wformat row lists XI_LAYOUT_B8; every matmul_gq computes
+     * both layouts with the same bits. */
+    int gq_block;
     /* y[r * ldy + n] = sum_k x[r * ldx + k] * W[n, k] for r in [0, rows), n in [n0, n1). */
     void (*matmul)(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                    const xi_weight *w, int64_t n0, int64_t n1);

@@ -70,6 +70,10 @@ typedef struct xi_qtype {
     xi_act_fmt act;        /* activation format of its dot product */
     /* Unpack block i of a row (NULL for float types and for types xinfer cannot compute). */
     void (*unpack)(const void *blk, xi_qblock *out);
+    /* The block's f16 factors (d, then dmin or m where it has one): f16_n of them from byte
+     * f16_off, at the start or the end of the block (the packed layout, gq_pack.h, gathers
+     * them); 0 for the types without unpack. */
+    int f16_off, f16_n;
 } xi_qtype;
 
 /* Row of the table for a ggml id, or NULL for an id ggml does not define. */

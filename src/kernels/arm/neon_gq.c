@@ -428,7 +428,7 @@ void xi_matmul_gq_neon(float *y, int64_t ldy, const void *act, size_t act_stride
     int64_t rmax = 0;
     for (size_t i = 0; i < XI_ARRAY_LEN(TILES); i++)
         if (TILES[i].id == w->qtype->id) fn = TILES[i].fn, rmax = TILES[i].rmax;
-    if (!fn) { /* another type: the oracle itself */
+    if (!fn || w->block) { /* another type, or packed (gq_pack.h): the oracle itself */
         xi_matmul_gq_ref(y, ldy, act, act_stride, rows, w, n0, n1);
         return;
     }

@@ -466,6 +466,70 @@ XI_INLINE __m256i cols_u32(const uint8_t *b, size_t rb, int off) {
     return _mm256_setr_epi32(u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7]);
 }
 
+/* ---- the packed layout (gq_pack.h: w->block == 8) ----
+ * A packed block of 8 columns starts with their f16 factors (16 bytes each), then holds the
+ * block's other bytes as 4-byte units, one column per lane: what cols_t16 / cols_u32 make of
+ * the stored rows is one load there. t_lead: the bytes of factors before the units in the
+ * stored block; t_nf: the factors (the packed types only: Q4_0, Q5_0, Q8_0, Q4_K, Q6_K). */
+XI_INLINE int t_lead(int T) { return T == T_Q6_K ? 0 : T == T_Q4_K ? 4 : 2; }
+XI_INLINE int t_nf(int T) { return T == T_Q4_K ? 2 : 1; }
+
+XI_INLINE const uint8_t *pk_unit(int T, const uint8_t *b, int off) {
+    return b + 16 * t_nf(T) + 32 * ((off - t_lead(T)) / 4);
+}
+
+/* cols_t16 of the stored block b (columns rb apart), or the same 4 vectors of the packed
+ * block b. */
+XI_INLINE void src_t16(int T, int pk, const uint8_t *b, size_t rb, int off, __m256i *v) {
+    if (!pk) {
+        cols_t16(b, rb, off, v);
+        return;
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) v[g] = _mm256_loadu_si256((const __m256i *)(pk_unit(T, b, off) + 32 * g));
+}
+
+XI_INLINE __m256i src_u32(int T, int pk, const uint8_t *b, size_t rb, int off) {
+    return pk ? _mm256_loadu_si256((const __m256i *)pk_unit(T, b, off)) : cols_u32(b, rb, off);
+}
+
+/* A vpshufb control that gives each 32-bit lane bytes b0..b3 of the same lane (-1: zero). */
+XI_INLINE __m256i lane_bytes(int b0, int b1, int b2, int b3) {
+    const uint32_t p = (uint32_t)(b0 < 0 ? 0x80 : b0) | (uint32_t)(b1 < 0 ? 0x80 : b1) << 8 |
+                       (uint32_t)(b2 < 0 ? 0x80 : b2) << 16 | (uint32_t)(b3 < 0 ? 0x80 : b3) << 24;
+    return _mm256_add_epi8(_mm256_set1_epi32((int)p), _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,
+                                                                 0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12));
+}
+
+/* Q4_K's six-bit scales and mins of 8 columns, lanes as columns, from the 3 units of their
+ * 12 bytes (u[0..2]: lane c = bytes 4..7, 8..11, 12..15 of column c's block; see k45_scales8
+ * for the bit layout): b[0] lane c = column c's scales 0-3 as bytes, b[1] scales 4-7, b[2]
+ * mins 0-3, b[3] mins 4-7. k4_sc of b gives sub-block j's scale in both int16 halves of each
+ * lane (the vpmaddwd operand), k4_mn mins 2t, 2t + 1 as int16; one vpshufb each, made where
+ * they are used (all twelve made at once stay live across the block and spill). */
+XI_INLINE void k4_bytes_lc(const __m256i *u, __m256i *b) {
+    const __m256i m6 = mask8(0x3f), m4 = mask8(15), m30 = mask8(0x30);
+    b[0] = _mm256_and_si256(u[0], m6);
+    b[1] = _mm256_or_si256(_mm256_and_si256(u[2], m4), _mm256_and_si256(_mm256_srli_epi32(u[0], 2), m30));
+    b[2] = _mm256_and_si256(u[1], m6);
+    b[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u[2], 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi32(u[1], 2), m30));
+}
+
+XI_INLINE __m256i k4_sc(const __m256i *b, int j) {
+    return _mm256_shuffle_epi8(b[j / 4], lane_bytes(j % 4, -1, j % 4, -1));
+}
+
+XI_INLINE __m256i k4_mn(const __m256i *b, int t) {
+    return _mm256_shuffle_epi8(b[2 + t / 2], lane_bytes(2 * (t % 2), -1, 2 * (t % 2) + 1, -1));
+}
+
+/* Q6_K's int8 scale of sub-block t of 8 columns in both int16 halves of each lane, from the
+ * 4 units of their 16 scale bytes (q[t / 4] lane c = scales 4 (t / 4).. of column c). */
+XI_INLINE __m256i q6_scale_lc(const __m256i *q, int t) {
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(q[t / 4], lane_bytes(-1, t % 4, -1, t % 4)), 8);
+}
+
 /* Q5_0: bytes 0x10 where the fifth bit of value 4g + j (j the byte in the lane) is set, from
  * the columns' qh h; hi: of value 16 + 4g + j. */
 XI_INLINE __m256i fifth_lc(__m256i h, int g, int hi) {
@@ -486,29 +550,30 @@ typedef struct {
     int64_t nb;
 } lc_rows;
 
-/* 8 whole columns (a tail of fewer goes to gq_tile). */
-XI_INLINE void gq_tile_lc(const int T, const int R, float *y, int64_t ldy, const uint8_t *a0,
-                          size_t as, const lc_rows *lr, const uint8_t *w0, size_t rb, int64_t nb,
-                          const uint8_t *pf) {
+/* 8 whole columns (a tail of fewer goes to gq_tile), stored or packed (pk). */
+XI_INLINE void gq_tile_lc(const int T, const int pk, const int R, float *y, int64_t ldy,
+                          const uint8_t *a0, size_t as, const lc_rows *lr, const uint8_t *w0,
+                          size_t rb, int64_t nb, const uint8_t *pf) {
     const int bb = t_block_bytes(T), ab = t_act_bytes(T);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[RT];
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *b = w0 + (size_t)i * (size_t)bb, *aq[RT];
+        const uint8_t *b = w0 + (size_t)i * (size_t)bb * (pk ? 8 : 1), *aq[RT];
         for (int r = 0; r < R; r++) aq[r] = a0 + (size_t)r * as + (size_t)i * (size_t)ab + 2;
         prefetch_block(pf, i, bb);
         /* the 8 scales go through the stack: stored here, read back after the integer work,
          * when the stores have long left the store buffer (read at once, the narrow stores
-         * cannot forward to the wide load and the tile stalled on it) */
+         * cannot forward to the wide load and the tile stalled on it); packed: one load */
         uint16_t dh[8];
+        if (!pk)
 #pragma GCC unroll 8
-        for (int c = 0; c < 8; c++) memcpy(&dh[c], b + c * rb, 2);
+            for (int c = 0; c < 8; c++) memcpy(&dh[c], b + c * rb, 2);
         __m256i s[RT];
         if (T == T_Q4_0 || T == T_Q5_0) {
             __m256i v[4], h = _mm256_setzero_si256();
-            cols_t16(b, rb, T == T_Q5_0 ? 6 : 2, v);
-            if (T == T_Q5_0) h = cols_u32(b, rb, 2);
+            src_t16(T, pk, b, rb, T == T_Q5_0 ? 6 : 2, v);
+            if (T == T_Q5_0) h = src_u32(T, pk, b, rb, 2);
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) s[r] = _mm256_set1_epi32(lr->tab[r * lr->nb + i]);
 #pragma GCC unroll 4
@@ -528,8 +593,8 @@ XI_INLINE void gq_tile_lc(const int T, const int R, float *y, int64_t ldy, const
             for (int r = 0; r < R; r++) s[r] = _mm256_madd_epi16(s[r], ones);
         } else { /* T_Q8_0 */
             __m256i v[8];
-            cols_t16(b, rb, 2, v);
-            cols_t16(b, rb, 18, v + 4);
+            src_t16(T, pk, b, rb, 2, v);
+            src_t16(T, pk, b, rb, 18, v + 4);
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) {
                 const __m256i aw = _mm256_abs_epi8(v[g]);
@@ -541,7 +606,7 @@ XI_INLINE void gq_tile_lc(const int T, const int R, float *y, int64_t ldy, const
                 }
             }
         }
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk ? (const void *)b : (const void *)dh)));
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(lr->da[r * lr->nb + i]));
@@ -587,19 +652,20 @@ XI_INLINE int lc_prepare(const int T, const uint8_t *act, size_t as, int64_t row
  * tile of the chunk reads them from L1 / L2. Same integer sums, same float steps. */
 XI_INLINE int lcp_vecs(int T) { return T == T_Q8_0 ? 17 : 9; } /* per block, scales included */
 
-XI_INLINE void lcp_fill(const int T, const uint8_t *w0, size_t rb, int64_t nb, const uint8_t *pf,
-                        __m256i *p) {
+XI_INLINE void lcp_fill(const int T, const int pk, const uint8_t *w0, size_t rb, int64_t nb,
+                        const uint8_t *pf, __m256i *p) {
     const int bb = t_block_bytes(T);
     for (int64_t i = 0; i < nb; i++, p += lcp_vecs(T)) {
-        const uint8_t *b = w0 + (size_t)i * (size_t)bb;
+        const uint8_t *b = w0 + (size_t)i * (size_t)bb * (pk ? 8 : 1);
         prefetch_block(pf, i, bb);
         uint16_t dh[8];
+        if (!pk)
 #pragma GCC unroll 8
-        for (int c = 0; c < 8; c++) memcpy(&dh[c], b + c * rb, 2);
+            for (int c = 0; c < 8; c++) memcpy(&dh[c], b + c * rb, 2);
         if (T == T_Q8_0) {
             __m256i v[8];
-            cols_t16(b, rb, 2, v);
-            cols_t16(b, rb, 18, v + 4);
+            src_t16(T, pk, b, rb, 2, v);
+            src_t16(T, pk, b, rb, 18, v + 4);
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) {
                 p[2 * g] = _mm256_abs_epi8(v[g]);
@@ -607,8 +673,8 @@ XI_INLINE void lcp_fill(const int T, const uint8_t *w0, size_t rb, int64_t nb, c
             }
         } else {
             __m256i v[4], h = _mm256_setzero_si256();
-            cols_t16(b, rb, T == T_Q5_0 ? 6 : 2, v);
-            if (T == T_Q5_0) h = cols_u32(b, rb, 2);
+            src_t16(T, pk, b, rb, T == T_Q5_0 ? 6 : 2, v);
+            if (T == T_Q5_0) h = src_u32(T, pk, b, rb, 2);
 #pragma GCC unroll 4
             for (int g = 0; g < 4; g++) {
                 __m256i lo = _mm256_and_si256(v[g], mask8(15));
@@ -621,7 +687,8 @@ XI_INLINE void lcp_fill(const int T, const uint8_t *w0, size_t rb, int64_t nb, c
                 p[2 * g + 1] = hi;
             }
         }
-        p[lcp_vecs(T) - 1] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
+        p[lcp_vecs(T) - 1] = _mm256_castps_si256(
+            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk ? (const void *)b : (const void *)dh))));
     }
 }
 
@@ -678,40 +745,43 @@ XI_INLINE void gq_tile_lcp(const int T, const int R, float *y, int64_t ldy, cons
  * (nothing to assume about da here: the minterm is formed). */
 enum { K4P_VECS = 78 };
 
-XI_INLINE void k4p_fill(const uint8_t *w0, size_t rb, int64_t nb, const uint8_t *pf, __m256i *p) {
+XI_INLINE void k4p_fill(const int pk, const uint8_t *w0, size_t rb, int64_t nb, const uint8_t *pf, __m256i *p) {
     const int bb = t_block_bytes(T_Q4_K);
     for (int64_t i = 0; i < nb; i++, p += K4P_VECS) {
-        const uint8_t *b = w0 + (size_t)i * (size_t)bb;
+        const uint8_t *b = w0 + (size_t)i * (size_t)bb * (pk ? 8 : 1);
         prefetch_block(pf, i, bb);
 #pragma GCC unroll 1
         for (int c4 = 0; c4 < 4; c4++) {
             __m256i v[8];
-            cols_t16(b, rb, 16 + 32 * c4, v);
-            cols_t16(b, rb, 32 + 32 * c4, v + 4);
+            src_t16(T_Q4_K, pk, b, rb, 16 + 32 * c4, v);
+            src_t16(T_Q4_K, pk, b, rb, 32 + 32 * c4, v + 4);
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) {
                 p[16 * c4 + g] = _mm256_and_si256(v[g], mask8(15));
                 p[16 * c4 + 8 + g] = _mm256_and_si256(_mm256_srli_epi16(v[g], 4), mask8(15));
             }
         }
-        /* the scales of k45_scales8, transposed to one vector per sub-block (lane c: column
-         * c's scale pair) and per min pair (lane c: column c's m[2t], m[2t + 1]) */
-        const uint8_t *col[8];
-        for (int c = 0; c < 8; c++) col[c] = b + c * rb;
-        int32_t scc[8][8], sc[8][8], mn[4][8];
-        int16_t mnc[8][8];
-        k45_scales8(col, 0, scc, mnc);
-        uint16_t dh[8], mh[8];
-        for (int c = 0; c < 8; c++) {
-            memcpy(&dh[c], b + c * rb, 2);
-            memcpy(&mh[c], b + c * rb + 2, 2);
-            for (int j = 0; j < 8; j++) sc[j][c] = scc[c][j];
-            for (int t = 0; t < 4; t++) memcpy(&mn[t][c], &mnc[c][2 * t], 4);
+        /* the scales and min pairs, lanes as columns */
+        __m256i u[4], sb[4];
+        src_t16(T_Q4_K, pk, b, rb, 4, u);
+        k4_bytes_lc(u, sb);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) p[64 + j] = k4_sc(sb, j);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) p[72 + t] = k4_mn(sb, t);
+        __m128i dh, mh;
+        if (pk) {
+            dh = _mm_loadu_si128((const __m128i *)b), mh = _mm_loadu_si128((const __m128i *)(b + 16));
+        } else {
+            uint16_t d16[8], m16[8];
+            for (int c = 0; c < 8; c++) {
+                memcpy(&d16[c], b + c * rb, 2);
+                memcpy(&m16[c], b + c * rb + 2, 2);
+            }
+            dh = _mm_loadu_si128((const __m128i *)d16), mh = _mm_loadu_si128((const __m128i *)m16);
         }
-        for (int j = 0; j < 8; j++) p[64 + j] = _mm256_loadu_si256((const __m256i *)sc[j]);
-        for (int t = 0; t < 4; t++) p[72 + t] = _mm256_loadu_si256((const __m256i *)mn[t]);
-        p[76] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
-        p[77] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh)));
+        p[76] = _mm256_castps_si256(_mm256_cvtph_ps(dh));
+        p[77] = _mm256_castps_si256(_mm256_cvtph_ps(mh));
     }
 }
 
@@ -784,19 +854,19 @@ XI_INLINE void gq_tile_k4p(const int R, float *y, int64_t ldy, const uint8_t *a0
  * Panel per block: 64 code vectors (values 32j + 4g.. at 8j + g), 16 scale vectors, d. */
 enum { Q6P_VECS = 81 };
 
-XI_INLINE void q6p_fill(const uint8_t *w0, size_t rb, int64_t nb, const uint8_t *pf, __m256i *p) {
+XI_INLINE void q6p_fill(const int pk, const uint8_t *w0, size_t rb, int64_t nb, const uint8_t *pf, __m256i *p) {
     const int bb = t_block_bytes(T_Q6_K);
     for (int64_t i = 0; i < nb; i++, p += Q6P_VECS) {
-        const uint8_t *b = w0 + (size_t)i * (size_t)bb;
+        const uint8_t *b = w0 + (size_t)i * (size_t)bb * (pk ? 8 : 1);
         prefetch_block(pf, i, bb);
 #pragma GCC unroll 1
         for (int j = 0; j < 8; j++) {
             const int h = j / 4, k = j % 4;
             __m256i l[8], q[8];
-            cols_t16(b, rb, 64 * h + 32 * (k & 1), l);
-            cols_t16(b, rb, 64 * h + 32 * (k & 1) + 16, l + 4);
-            cols_t16(b, rb, 128 + 32 * h, q);
-            cols_t16(b, rb, 144 + 32 * h, q + 4);
+            src_t16(T_Q6_K, pk, b, rb, 64 * h + 32 * (k & 1), l);
+            src_t16(T_Q6_K, pk, b, rb, 64 * h + 32 * (k & 1) + 16, l + 4);
+            src_t16(T_Q6_K, pk, b, rb, 128 + 32 * h, q);
+            src_t16(T_Q6_K, pk, b, rb, 144 + 32 * h, q + 4);
             for (int g = 0; g < 8; g++) {
                 const __m256i lo = _mm256_and_si256(k < 2 ? l[g] : _mm256_srli_epi16(l[g], 4), mask8(15));
                 const __m256i hi = k == 0 ? _mm256_slli_epi16(q[g], 4) : k == 1 ? _mm256_slli_epi16(q[g], 2)
@@ -804,14 +874,19 @@ XI_INLINE void q6p_fill(const uint8_t *w0, size_t rb, int64_t nb, const uint8_t 
                 p[8 * j + g] = _mm256_or_si256(lo, _mm256_and_si256(hi, mask8(0x30)));
             }
         }
-        int16_t sc[16][16];
-        uint16_t dh[8];
-        for (int c = 0; c < 8; c++) {
-            for (int t = 0; t < 16; t++) sc[t][2 * c] = sc[t][2 * c + 1] = (int8_t)b[c * rb + 192 + (size_t)t];
-            memcpy(&dh[c], b + c * rb + 208, 2);
+        __m256i sq[4];
+        src_t16(T_Q6_K, pk, b, rb, 192, sq);
+#pragma GCC unroll 16
+        for (int t = 0; t < 16; t++) p[64 + t] = q6_scale_lc(sq, t);
+        __m128i dh;
+        if (pk) {
+            dh = _mm_loadu_si128((const __m128i *)b);
+        } else {
+            uint16_t d16[8];
+            for (int c = 0; c < 8; c++) memcpy(&d16[c], b + c * rb + 208, 2);
+            dh = _mm_loadu_si128((const __m128i *)d16);
         }
-        for (int t = 0; t < 16; t++) p[64 + t] = _mm256_loadu_si256((const __m256i *)sc[t]);
-        p[80] = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
+        p[80] = _mm256_castps_si256(_mm256_cvtph_ps(dh));
     }
 }
 
@@ -889,14 +964,14 @@ XI_INLINE int panel_prepare(const int T, const uint8_t *act, size_t as, int64_t 
            : T == T_Q4_K ? k4p_prepare(act, as, rows, nb, lr) : lc_prepare(T, act, as, rows, nb, lr);
 }
 
-XI_INLINE void panel_fill(const int T, const uint8_t *w0, size_t rb, int64_t nb, const uint8_t *pf,
-                          __m256i *p) {
+XI_INLINE void panel_fill(const int T, const int pk, const uint8_t *w0, size_t rb, int64_t nb,
+                          const uint8_t *pf, __m256i *p) {
     if (T == T_Q6_K)
-        q6p_fill(w0, rb, nb, pf, p);
+        q6p_fill(pk, w0, rb, nb, pf, p);
     else if (T == T_Q4_K)
-        k4p_fill(w0, rb, nb, pf, p);
+        k4p_fill(pk, w0, rb, nb, pf, p);
     else
-        lcp_fill(T, w0, rb, nb, pf, p);
+        lcp_fill(T, pk, w0, rb, nb, pf, p);
 }
 
 XI_INLINE void panel_tile(const int T, const int R, float *y, int64_t ldy, const uint8_t *a0,
@@ -950,11 +1025,182 @@ XI_INLINE void gq_tile1(const int T, float *y, int64_t ldy, const uint8_t *a0, s
         gq_tile(T, 1, y, ldy, a0, as, w0, rb, cols, nb, pf);
 }
 
+/* ---- one row of a packed Q4_K / Q6_K weight ----
+ * The panel tiles' integer steps and float steps, with each code vector unpacked from the
+ * packed block in registers (used by one row only, a panel would cost more to write than to
+ * read) and the scales unpacked per block with lanes as columns. Functions of their own, and
+ * without the pressure-aware scheduler this file is built with (GCC): it hoisted the
+ * activation broadcasts and spilled them, twice the stack traffic (one row from L3, 1024 x
+ * 4096, 3000 calls: Q4_K 0.33 -> 0.30 s without it, Q6_K 0.45-0.50 -> 0.45). */
+#ifdef __clang__
+#define PK_TILE1 static __attribute__((noinline))
+#else
+#define PK_TILE1 static __attribute__((noinline, optimize("no-schedule-insns")))
+#endif
+PK_TILE1 void pk_tile1_k4(float *y, const uint8_t *a0, const lc_rows *kr,
+                                                  const uint8_t *w0, int64_t nb, const uint8_t *pf) {
+    const int ab = t_act_bytes(T_Q4_K), bb = t_block_bytes(T_Q4_K);
+    const __m256i m15 = mask8(15);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = w0 + (size_t)i * 8 * (size_t)bb, *aq = a0 + (size_t)i * (size_t)ab + 4;
+        prefetch_block(pf, i, bb);
+        __m256i u[4], sb[4];
+        src_t16(T_Q4_K, 1, b, 0, 4, u);
+        k4_bytes_lc(u, sb);
+        const uint8_t *cb = pk_unit(T_Q4_K, b, 16);
+        __m256i si = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c4 = 0; c4 < 4; c4++) {
+            __m256i tl = _mm256_setzero_si256(), th = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(cb + 32 * (8 * c4 + g)));
+                tl = _mm256_add_epi16(tl, _mm256_maddubs_epi16(_mm256_and_si256(v, m15), bcast4(aq + 64 * c4 + 4 * g)));
+                th = _mm256_add_epi16(th, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m15),
+                                                               bcast4(aq + 64 * c4 + 32 + 4 * g)));
+            }
+            si = _mm256_add_epi32(si, _mm256_add_epi32(_mm256_madd_epi16(tl, k4_sc(sb, 2 * c4)),
+                                                       _mm256_madd_epi16(th, k4_sc(sb, 2 * c4 + 1))));
+        }
+        const int32_t *bp = kr->tab + i * 4;
+        const __m256i mins = _mm256_add_epi32(
+            _mm256_add_epi32(_mm256_madd_epi16(k4_mn(sb, 0), _mm256_set1_epi32(bp[0])),
+                             _mm256_madd_epi16(k4_mn(sb, 1), _mm256_set1_epi32(bp[1]))),
+            _mm256_add_epi32(_mm256_madd_epi16(k4_mn(sb, 2), _mm256_set1_epi32(bp[2])),
+                             _mm256_madd_epi16(k4_mn(sb, 3), _mm256_set1_epi32(bp[3]))));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 16)));
+        const __m256 dav = _mm256_set1_ps(kr->da[i]);
+        const __m256 tt = _mm256_mul_ps(_mm256_mul_ps(d, dav), _mm256_cvtepi32_ps(si));
+        const __m256 m = _mm256_mul_ps(_mm256_mul_ps(dmin, dav), _mm256_cvtepi32_ps(mins));
+        acc = _mm256_add_ps(acc, _mm256_sub_ps(tt, m));
+    }
+    _mm256_storeu_ps(y, acc);
+}
+
+PK_TILE1 void pk_tile1_q6(float *y, const uint8_t *a0, const lc_rows *kr,
+                                                  const uint8_t *w0, int64_t nb, const uint8_t *pf) {
+    const int ab = t_act_bytes(T_Q6_K), bb = t_block_bytes(T_Q6_K);
+    const __m256i m15 = mask8(15), m30 = mask8(0x30);
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = w0 + (size_t)i * 8 * (size_t)bb, *aq = a0 + (size_t)i * (size_t)ab + 4;
+        const int32_t *tab = kr->tab + i * 16;
+        prefetch_block(pf, i, bb);
+        __m256i sq[4];
+        src_t16(T_Q6_K, 1, b, 0, 192, sq);
+        const uint8_t *ql = pk_unit(T_Q6_K, b, 0), *qh = pk_unit(T_Q6_K, b, 128);
+        __m256i si = _mm256_setzero_si256();
+        /* per half h of the block and step g: one qh vector holds the high bits of values
+         * 32j + 4g.. for the four j = 4h + k, two ql vectors their low nibbles (k = 0, 1 low,
+         * k = 2, 3 high): each loaded once, four codes made, four sub-blocks' sums (2j + g / 4)
+         * advanced */
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                __m256i t[4];
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) t[k] = _mm256_set1_epi32(tab[2 * (4 * h + k) + half]);
+#pragma GCC unroll 4
+                for (int g4 = 0; g4 < 4; g4++) {
+                    const int g = 4 * half + g4;
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(qh + 32 * (8 * h + g)));
+                    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 32 * (16 * h + g)));
+                    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32 * (16 * h + 8 + g)));
+                    const __m256i c[4] = {
+                        _mm256_or_si256(_mm256_and_si256(l0, m15), _mm256_and_si256(_mm256_slli_epi16(q, 4), m30)),
+                        _mm256_or_si256(_mm256_and_si256(l1, m15), _mm256_and_si256(_mm256_slli_epi16(q, 2), m30)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15), _mm256_and_si256(q, m30)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
+                                        _mm256_and_si256(_mm256_srli_epi16(q, 2), m30))};
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++)
+                        t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(c[k], bcast4(aq + 32 * (4 * h + k) + 4 * g)));
+                }
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++)
+                    si = _mm256_add_epi32(si, _mm256_madd_epi16(t[k], q6_scale_lc(sq, 2 * (4 * h + k) + half)));
+            }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b));
+        const __m256 dav = _mm256_set1_ps(kr->da[i]);
+        const __m256 tt = _mm256_mul_ps(_mm256_mul_ps(d, dav), _mm256_cvtepi32_ps(si));
+        const __m256 m = _mm256_mul_ps(_mm256_mul_ps(zero, dav), zero); /* the oracle's (0 * da) * 0 */
+        acc = _mm256_add_ps(acc, _mm256_sub_ps(tt, m));
+    }
+    _mm256_storeu_ps(y, acc);
+}
+
+/* The row tiles of rows [c0, c1) over the panel of columns n .. n + 7. */
+XI_INLINE void panel_rows(const int T, float *y, int64_t ldy, const uint8_t *act, size_t as,
+                          int64_t c0, int64_t c1, const lc_rows *lr, const __m256i *panel,
+                          int64_t nb, int64_t n) {
+    for (int64_t r = c0; r < c1; r += RT) {
+        const lc_rows lt = {lr->da + r * nb, lr->tab + r * nb * panel_per(T), nb};
+        float *yt = y + r * ldy + n;
+        const uint8_t *at = act + (size_t)r * as;
+        switch (XI_MIN((int64_t)RT, c1 - r)) {
+        case 4: panel_tile4(T, yt, ldy, at, as, &lt, panel, nb); break;
+        case 3: panel_tile(T, 3, yt, ldy, at, as, &lt, panel, nb); break;
+        case 2: panel_tile(T, 2, yt, ldy, at, as, &lt, panel, nb); break;
+        default: panel_tile(T, 1, yt, ldy, at, as, &lt, panel, nb); break;
+        }
+    }
+}
+
+/* Rows [0, rows) x columns [n0, n1) of a packed weight (the panel types only, gq_pack.h):
+ * whole column tiles here, one row from the packed blocks, more through a panel filled from
+ * them; the columns of a tile that n0 or n1 cut (never xi_matmul's splits, multiples of 16)
+ * and rows whose activation scale is not finite (the Q4_0 / Q5_0 / Q8_0 tiles leave out the
+ * oracle's minterm, finite only then) through the oracle. */
+XI_INLINE void gq_run_pk(const int T, float *y, int64_t ldy, const uint8_t *act, size_t as,
+                         int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
+    const size_t rb = (size_t)(w->n_in / t_values(T)) * (size_t)t_block_bytes(T);
+    const int64_t nb = w->n_in / t_values(T), t0 = (n0 + 7) / 8 * 8, t1 = n1 / 8 * 8;
+    if (t0 >= t1) {
+        xi_matmul_gq_ref(y, ldy, act, as, rows, w, n0, n1);
+        return;
+    }
+    if (n0 < t0) xi_matmul_gq_ref(y, ldy, act, as, rows, w, n0, t0);
+    if (t1 < n1) xi_matmul_gq_ref(y, ldy, act, as, rows, w, t1, n1);
+    lc_rows lr = {0};
+    __m256i *panel = NULL;
+    if (!panel_prepare(T, act, as, rows, nb, &lr) ||
+        (rows > 1 && !(panel = xi_kernel_scratch(11, (size_t)(nb * panel_vecs(T)) * 32)))) {
+        xi_matmul_gq_ref(y, ldy, act, as, rows, w, t0, t1);
+        return;
+    }
+    for (int64_t c0 = 0; c0 < rows; c0 += ROW_CHUNK) {
+        const int64_t c1 = XI_MIN(rows, c0 + ROW_CHUNK);
+        for (int64_t n = t0; n < t1; n += 8) {
+            const uint8_t *w0 = (const uint8_t *)w->data + (size_t)n * rb;
+            const uint8_t *pf = n + 8 < t1 ? w0 + 8 * rb : NULL;
+            if (rows > 1) {
+                panel_fill(T, 1, w0, rb, nb, pf, panel);
+                panel_rows(T, y, ldy, act, as, c0, c1, &lr, panel, nb, n);
+            } else if (T == T_Q4_K) {
+                pk_tile1_k4(y + n, act, &lr, w0, nb, pf);
+            } else if (T == T_Q6_K) {
+                pk_tile1_q6(y + n, act, &lr, w0, nb, pf);
+            } else {
+                gq_tile_lc(T, 1, 1, y + n, ldy, act, as, &lr, w0, rb, nb, pf);
+            }
+        }
+    }
+}
+
 /* Rows [0, rows) x columns [n0, n1): from 2 rows the panel types transpose each whole column
  * tile once per row chunk; one row of Q4_0 / Q5_0 takes the direct lanes-as-columns tile;
  * everything else (and every tail of fewer than 8 columns) the reduction tile. */
 XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, size_t as,
                       int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
+    if (w->block) {
+        if (t_panel(T)) gq_run_pk(T, y, ldy, act, as, rows, w, n0, n1);
+        else xi_matmul_gq_ref(y, ldy, act, as, rows, w, n0, n1); /* packed, no packed path */
+        return;
+    }
     const size_t rb = (size_t)(w->n_in / t_values(T)) * (size_t)t_block_bytes(T);
     const int64_t nb = w->n_in / t_values(T);
     lc_rows lr = {0};
@@ -970,22 +1216,12 @@ XI_INLINE void gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, si
              * which never faults, so the last tile may ask past n1) */
             const uint8_t *pf = n + 8 < n1 ? w0 + 8 * rb : NULL;
             if (panel && cols == 8) {
-                panel_fill(T, w0, rb, nb, pf, panel);
-                for (int64_t r = c0; r < c1; r += RT) {
-                    const lc_rows lt = {lr.da + r * nb, lr.tab + r * nb * panel_per(T), nb};
-                    float *yt = y + r * ldy + n;
-                    const uint8_t *at = act + (size_t)r * as;
-                    switch (XI_MIN((int64_t)RT, c1 - r)) {
-                    case 4: panel_tile4(T, yt, ldy, at, as, &lt, panel, nb); break;
-                    case 3: panel_tile(T, 3, yt, ldy, at, as, &lt, panel, nb); break;
-                    case 2: panel_tile(T, 2, yt, ldy, at, as, &lt, panel, nb); break;
-                    default: panel_tile(T, 1, yt, ldy, at, as, &lt, panel, nb); break;
-                    }
-                }
+                panel_fill(T, 0, w0, rb, nb, pf, panel);
+                panel_rows(T, y, ldy, act, as, c0, c1, &lr, panel, nb, n);
                 continue;
             }
             if (lc && cols == 8) { /* one row */
-                gq_tile_lc(T, 1, y + n, ldy, act, as, &lr, w0, rb, nb, pf);
+                gq_tile_lc(T, 0, 1, y + n, ldy, act, as, &lr, w0, rb, nb, pf);
                 continue;
             }
             for (int64_t r = c0; r < c1; r += RT) {

@@ -85,17 +85,18 @@ static void avx2_silu_mul(float *y, const float *gate, const float *up, int64_t 
     }
 }
 
-#define AVX2_TABLE(nm, prec, other, mq, qb, gq, qa)                                          \
+#define AVX2_TABLE(nm, prec, other, mq, qb, gq, qa, gqb)                                     \
     {                                                                                          \
         .name = nm, .precision = prec, .twin = &other, .weight_block = 8, .q4_block = 16,       \
+        .gq_block = gqb,                                                                       \
         .matmul = xi_avx2_matmul, .attn = xi_avx2_attn, .rmsnorm = avx2_rmsnorm,                \
         .silu_mul = avx2_silu_mul, .matmul_q = mq, .quantize_block = qb,                        \
         .matmul_gq = gq, .quantize_act = qa,                                                    \
     }
 static const xi_ops avx2_int8;
-static const xi_ops avx2_ops = AVX2_TABLE("avx2", "exact", avx2_int8, NULL, NULL, NULL, NULL);
+static const xi_ops avx2_ops = AVX2_TABLE("avx2", "exact", avx2_int8, NULL, NULL, NULL, NULL, 0);
 static const xi_ops avx2_int8 = AVX2_TABLE("avx2", "int8", avx2_ops, xi_matmul_q_avx2, xi_qx_quantize_block_avx2,
-                                           xi_matmul_gq_avx2, xi_gq_quantize_act_avx2);
+                                           xi_matmul_gq_avx2, xi_gq_quantize_act_avx2, 8);
 
 const xi_ops *xi_ops_avx2(void) { return &avx2_ops; }
 
@@ -103,8 +104,8 @@ const xi_ops *xi_ops_avx2(void) { return &avx2_ops; }
  * the exact one is avx2's under the other name. Defined here (built for AVX2) so that only
  * matmul_gq, once dispatch.c has seen the CPU's AVX-512 VNNI, runs AVX-512 code. */
 static const xi_ops avx512_int8;
-static const xi_ops avx512_ops = AVX2_TABLE("avx512", "exact", avx512_int8, NULL, NULL, NULL, NULL);
+static const xi_ops avx512_ops = AVX2_TABLE("avx512", "exact", avx512_int8, NULL, NULL, NULL, NULL, 0);
 static const xi_ops avx512_int8 = AVX2_TABLE("avx512", "int8", avx512_ops, xi_matmul_q_avx2, xi_qx_quantize_block_avx2,
-                                             xi_matmul_gq_avx512, xi_gq_quantize_act_avx2);
+                                             xi_matmul_gq_avx512, xi_gq_quantize_act_avx2, 0);
 
 const xi_ops *xi_ops_avx512(void) { return &avx512_ops; }

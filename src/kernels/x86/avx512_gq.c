@@ -545,6 +545,7 @@ void GQ512_FN(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t
               const xi_weight *w, int64_t n0, int64_t n1) {
     const gq_fn f = fast_path(w->qtype->id);
     if (n0 >= n1 || rows <= 0) return;
-    if (!f || !f(y, ldy, act, act_stride, rows, w, n0, n1))
+    /* a packed weight (gq_pack.h; the avx512 table does not ask for it) reads with avx2's */
+    if (!f || w->block || !f(y, ldy, act, act_stride, rows, w, n0, n1))
         xi_matmul_gq_avx2(y, ldy, act, act_stride, rows, w, n0, n1);
 }
