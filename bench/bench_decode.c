@@ -1,6 +1,7 @@
 /* bench_decode: batch-1 decode and 512-token prefill of a real-shaped model, reported as
  * fractions of this machine's limits measured in the same run:
- *   decode:  (weight bytes read per token x tok/s) / measured read bandwidth
+ *   decode:  (weight bytes read per token x tok/s) / measured read bandwidth, where a
+ *            token reads every weight but an untied embedding table (one row of it)
  *   prefill: achieved FLOP/s / measured fp32 FMA peak
  * Measurements alternate (bandwidth, decode, bandwidth, decode, ...) so drift from the other
  * tenants of a shared machine hits both; medians and min-max spread are printed.
@@ -143,7 +144,7 @@ int main(int argc, char **argv) {
     double *frac = calloc((size_t)reps, sizeof(double)), *pre = calloc((size_t)reps, sizeof(double));
     double *peak = calloc((size_t)reps, sizeof(double)), *pfrac = calloc((size_t)reps, sizeof(double));
     double *bdec = calloc((size_t)reps, sizeof(double)), *bx = calloc((size_t)reps, sizeof(double));
-    const double wbytes = (double)xi_model_weight_bytes(r.m);
+    const double wbytes = (double)xi_model_step_bytes(r.m);
     /* matmul FLOPs per prompt token: every linear layer except the embedding lookup (the
      * lm_head runs for one row only and is left out); attention adds 4 * ctx * q_dim per
      * layer, averaged over the causal prompt */
@@ -184,7 +185,7 @@ int main(int argc, char **argv) {
         }
     }
     double m1, l1, h1;
-    printf("model %s  load %s  dtype %s  quantization %s  lm_head %s  kernels %s (%s)  threads %d  weights %.1f MiB  reps %d\n",
+    printf("model %s  load %s  dtype %s  quantization %s  lm_head %s  kernels %s (%s)  threads %d  read per token %.1f MiB  reps %d\n",
            p.dir, p.load_format ? p.load_format : "auto", xi_dtype_name(xi_model_dtype(r.m)), xi_model_quantization(r.m),
            xi_model_lm_head_quantization(r.m),
            xi_model_ops(r.m)->name, xi_model_ops(r.m)->precision, threads, wbytes / (1 << 20), reps);

@@ -516,9 +516,11 @@ static xi_model *load_model(const xi_model_params *p, char *err, size_t errlen) 
         xi_errf(err, errlen, "--load-format %s: expected auto, safetensors or mmap", p->load_format);
         goto fail;
     }
+    const int64_t before_embed = m->weight_bytes;
     if (load_matrix(m, &m->embed, emb_name, c->vocab_size, c->hidden_size, NULL,
                     zero_copy, err, errlen))
         goto fail;
+    m->embed_bytes = m->weight_bytes - before_embed;
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers) goto oom;
     for (int l = 0; l < c->n_layers; l++) {
@@ -639,6 +641,9 @@ const xi_config *xi_model_config(const xi_model *m) { return &m->cfg; }
 const xi_ops *xi_model_ops(const xi_model *m) { return m->ops; }
 xi_dtype xi_model_dtype(const xi_model *m) { return m->wdtype; }
 int64_t xi_model_weight_bytes(const xi_model *m) { return m->weight_bytes; }
+int64_t xi_model_step_bytes(const xi_model *m) {
+    return m->weight_bytes - (m->lm_head.data == m->embed.data ? 0 : m->embed_bytes);
+}
 int64_t xi_model_n_params(const xi_model *m) { return m->n_params; }
 int xi_model_n_threads(const xi_model *m) { return xi_pool_size(m->pool); }
 const char *xi_model_quantization(const xi_model *m) { return m->quant; }

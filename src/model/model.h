@@ -36,6 +36,9 @@ const xi_ops *xi_model_ops(const xi_model *m);
 xi_dtype xi_model_dtype(const xi_model *m);     /* weight dtype (F32/F16/BF16; quantized: the
                                                    dtype of the unquantized tensors) */
 int64_t xi_model_weight_bytes(const xi_model *m);
+/* The weight bytes a batch-1 decode step reads: all of them less an embedding table that is
+ * not also the lm_head (a lookup reads one row of it). */
+int64_t xi_model_step_bytes(const xi_model *m);
 int64_t xi_model_n_params(const xi_model *m);
 int xi_model_n_threads(const xi_model *m);
 const char *xi_model_quantization(const xi_model *m); /* "none", "awq", "int8" */

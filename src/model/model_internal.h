@@ -82,6 +82,7 @@ struct xi_model {
     double *inv_freq;              /* [head_dim/2] rotary frequencies after scaling */
     double rope_mscale;            /* YaRN attention factor applied to cos/sin (1 otherwise) */
     int64_t weight_bytes, n_params;
+    int64_t embed_bytes;           /* of weight_bytes, the embedding table's */
 
     xi_owned *owned;
     int n_owned, cap_owned;
