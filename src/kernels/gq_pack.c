@@ -21,15 +21,68 @@ int xi_gq_pack_fits(const xi_weight *w) {
            w->n_in % w->qtype->block == 0;
 }
 
+/* ---- Q6_K's codes as triplets (gq_pack.h) ----
+ * Value v = 128 h + 32 k + l of a stored block (h, k < 2 and 4, l < 32) has the six-bit code
+ * ql[64 h + 32 (k & 1) + l] >> 4 (k & 2) & 15 | (qh[32 h + l] >> 2 k & 3) << 4. Packed, group
+ * (h, g) holds at 96 (8 h + g) three 32-byte vectors V0, V1, V2, lane c byte b for column c's
+ * values 128 h + 32 k + 4 g + b: Vk = code_k | (code_3 >> 2 k & 3) << 6 (k < 3). */
+static void q6_codes(const uint8_t *b, uint8_t *q) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const int l0 = b[64 * h + l], l1 = b[64 * h + 32 + l], qh = b[128 + 32 * h + l];
+            uint8_t *c = q + 128 * h + l; /* c[32 k]: value 128 h + 32 k + l */
+            c[0] = (uint8_t)((l0 & 15) | (qh & 3) << 4);
+            c[32] = (uint8_t)((l1 & 15) | (qh >> 2 & 3) << 4);
+            c[64] = (uint8_t)(l0 >> 4 | (qh >> 4 & 3) << 4);
+            c[96] = (uint8_t)(l1 >> 4 | (qh >> 6) << 4);
+        }
+}
+
+/* The stored ql and qh (bytes 0..191) of 256 codes. */
+static void q6_store(const uint8_t *q, uint8_t *b) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *c = q + 128 * h + l; /* c[32 k]: value 128 h + 32 k + l */
+            b[64 * h + l] = (uint8_t)((c[0] & 15) | (c[64] & 15) << 4);
+            b[64 * h + 32 + l] = (uint8_t)((c[32] & 15) | (c[96] & 15) << 4);
+            b[128 + 32 * h + l] = (uint8_t)(c[0] >> 4 | (c[32] >> 4) << 2 | (c[64] >> 4) << 4 | (c[96] >> 4) << 6);
+        }
+}
+
+/* Column c's 256 codes into their triplets (the 1536 bytes at t), and back. */
+static void q6_to_triplets(const uint8_t *q, int c, uint8_t *t) {
+    for (int grp = 0; grp < 16; grp++)
+        for (int byte = 0; byte < 4; byte++) {
+            const uint8_t *v = q + 128 * (grp / 8) + 4 * (grp % 8) + byte; /* v[32 k] */
+            for (int k = 0; k < 3; k++) t[96 * grp + 32 * k + 4 * c + byte] = (uint8_t)(v[32 * k] | (v[96] >> 2 * k & 3) << 6);
+        }
+}
+
+static void q6_from_triplets(const uint8_t *t, int c, uint8_t *q) {
+    for (int grp = 0; grp < 16; grp++)
+        for (int byte = 0; byte < 4; byte++) {
+            const uint8_t *v = t + 96 * grp + 4 * c + byte; /* v[32 k] */
+            uint8_t *o = q + 128 * (grp / 8) + 4 * (grp % 8) + byte;
+            for (int k = 0; k < 3; k++) o[32 * k] = v[32 * k] & 63;
+            o[96] = (uint8_t)(v[0] >> 6 | (v[32] >> 6) << 2 | (v[64] >> 6) << 4);
+        }
+}
+
 /* 8 stored rows (src, row c at src + c * rb) to their packed group at dst. */
 static void pack_group(const xi_qtype *t, const uint8_t *src, size_t rb, int64_t nb, uint8_t *dst) {
     const int bb = t->block_bytes, nf = t->f16_n, nu = (bb - 2 * nf) / 4;
+    const int q6 = t->id == XI_GGML_Q6_K;
     for (int64_t i = 0; i < nb; i++, dst += 8 * bb)
         for (int c = 0; c < 8; c++) {
             const uint8_t *b = src + (size_t)c * rb + (size_t)i * (size_t)bb;
             for (int f = 0; f < nf; f++) memcpy(dst + 16 * f + 2 * c, b + t->f16_off + 2 * f, 2);
-            for (int u = 0; u < nu; u++)
-                for (int k = 0; k < 4; k++) dst[16 * nf + 32 * u + 4 * c + k] = b[rest_at(t, 4 * u + k)];
+            for (int u = q6 ? 48 : 0; u < nu; u++) /* Q6_K: the units of its scales only */
+                memcpy(dst + 16 * nf + 32 * u + 4 * c, b + rest_at(t, 4 * u), 4);
+            if (q6) {
+                uint8_t q[256];
+                q6_codes(b, q);
+                q6_to_triplets(q, c, dst + 16);
+            }
         }
 }
 
@@ -59,8 +112,13 @@ void xi_gq_block_bytes(const xi_weight *w, int64_t n, int64_t i, uint8_t *out) {
     const int nf = t->f16_n, nu = (bb - 2 * nf) / 4, c = (int)(n % 8);
     const uint8_t *p = (const uint8_t *)w->data + (size_t)(n / 8) * 8 * rb + (size_t)i * 8 * (size_t)bb;
     for (int f = 0; f < nf; f++) memcpy(out + t->f16_off + 2 * f, p + 16 * f + 2 * c, 2);
-    for (int u = 0; u < nu; u++)
-        for (int k = 0; k < 4; k++) out[rest_at(t, 4 * u + k)] = p[16 * nf + 32 * u + 4 * c + k];
+    const int q6 = t->id == XI_GGML_Q6_K;
+    for (int u = q6 ? 48 : 0; u < nu; u++) memcpy(out + rest_at(t, 4 * u), p + 16 * nf + 32 * u + 4 * c, 4);
+    if (q6) { /* the codes back from their triplets */
+        uint8_t q[256];
+        q6_from_triplets(p + 16, c, q);
+        q6_store(q, out);
+    }
 }
 
 const uint8_t *xi_gq_row(const xi_weight *w, int64_t n, uint8_t *buf) {

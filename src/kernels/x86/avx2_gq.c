@@ -524,11 +524,28 @@ XI_INLINE __m256i k4_mn(const __m256i *b, int t) {
     return _mm256_shuffle_epi8(b[2 + t / 2], lane_bytes(2 * (t % 2), -1, 2 * (t % 2) + 1, -1));
 }
 
-/* Q6_K's int8 scale of sub-block t of 8 columns in both int16 halves of each lane, from the
- * 4 units of their 16 scale bytes (q[t / 4] lane c = scales 4 (t / 4).. of column c). */
-XI_INLINE __m256i q6_scale_lc(const __m256i *q, int t) {
-    return _mm256_srai_epi16(_mm256_shuffle_epi8(q[t / 4], lane_bytes(-1, t % 4, -1, t % 4)), 8);
+/* Q6_K's four code vectors of group (h, g) of a packed block b (gq_pack.h: triplets): c[k]
+ * lane c = column c's codes of values 128 h + 32 k + 4 g.. (k < 4). */
+XI_INLINE void q6_triplet(const uint8_t *b, int h, int g, __m256i *c) {
+    const uint8_t *v = b + 16 + 96 * (8 * h + g);
+    const __m256i v0 = _mm256_loadu_si256((const __m256i *)v), v1 = _mm256_loadu_si256((const __m256i *)(v + 32));
+    const __m256i v2 = _mm256_loadu_si256((const __m256i *)(v + 64)), m6 = mask8(0x3f);
+    c[0] = _mm256_and_si256(v0, m6);
+    c[1] = _mm256_and_si256(v1, m6);
+    c[2] = _mm256_and_si256(v2, m6);
+    /* each byte's top two bits alone, shifted down within its 16-bit lane (no bit crosses a
+     * byte): one mask register, not four */
+    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m6, v0), 6),
+                                           _mm256_srli_epi16(_mm256_andnot_si256(m6, v1), 4)),
+                           _mm256_srli_epi16(_mm256_andnot_si256(m6, v2), 2));
 }
+
+/* Q6_K's int8 scale of sub-block t of 8 columns in both int16 halves of each lane, from the
+ * unit of their scales 4 (t / 4).. (lane c = column c's 4 scale bytes). */
+XI_INLINE __m256i q6_scale_of(__m256i q, int t) {
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(q, lane_bytes(-1, t % 4, -1, t % 4)), 8);
+}
+
 
 /* Q5_0: bytes 0x10 where the fifth bit of value 4g + j (j the byte in the lane) is set, from
  * the columns' qh h; hi: of value 16 + 4g + j. */
@@ -859,8 +876,16 @@ XI_INLINE void q6p_fill(const int pk, const uint8_t *w0, size_t rb, int64_t nb, 
     for (int64_t i = 0; i < nb; i++, p += Q6P_VECS) {
         const uint8_t *b = w0 + (size_t)i * (size_t)bb * (pk ? 8 : 1);
         prefetch_block(pf, i, bb);
+        if (pk)
 #pragma GCC unroll 1
-        for (int j = 0; j < 8; j++) {
+            for (int hg = 0; hg < 16; hg++) {
+                __m256i c[4];
+                q6_triplet(b, hg / 8, hg % 8, c);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) p[8 * (4 * (hg / 8) + k) + hg % 8] = c[k];
+            }
+#pragma GCC unroll 1
+        for (int j = 0; j < 8 && !pk; j++) {
             const int h = j / 4, k = j % 4;
             __m256i l[8], q[8];
             src_t16(T_Q6_K, pk, b, rb, 64 * h + 32 * (k & 1), l);
@@ -877,7 +902,7 @@ XI_INLINE void q6p_fill(const int pk, const uint8_t *w0, size_t rb, int64_t nb, 
         __m256i sq[4];
         src_t16(T_Q6_K, pk, b, rb, 192, sq);
 #pragma GCC unroll 16
-        for (int t = 0; t < 16; t++) p[64 + t] = q6_scale_lc(sq, t);
+        for (int t = 0; t < 16; t++) p[64 + t] = q6_scale_of(sq[t / 4], t);
         __m128i dh;
         if (pk) {
             dh = _mm_loadu_si128((const __m128i *)b);
@@ -1082,21 +1107,16 @@ PK_TILE1 void pk_tile1_k4(float *y, const uint8_t *a0, const lc_rows *kr,
 PK_TILE1 void pk_tile1_q6(float *y, const uint8_t *a0, const lc_rows *kr,
                                                   const uint8_t *w0, int64_t nb, const uint8_t *pf) {
     const int ab = t_act_bytes(T_Q6_K), bb = t_block_bytes(T_Q6_K);
-    const __m256i m15 = mask8(15), m30 = mask8(0x30);
     const __m256 zero = _mm256_setzero_ps();
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = w0 + (size_t)i * 8 * (size_t)bb, *aq = a0 + (size_t)i * (size_t)ab + 4;
         const int32_t *tab = kr->tab + i * 16;
         prefetch_block(pf, i, bb);
-        __m256i sq[4];
-        src_t16(T_Q6_K, 1, b, 0, 192, sq);
-        const uint8_t *ql = pk_unit(T_Q6_K, b, 0), *qh = pk_unit(T_Q6_K, b, 128);
+        const uint8_t *su = pk_unit(T_Q6_K, b, 192); /* the scales' units, loaded where used */
         __m256i si = _mm256_setzero_si256();
-        /* per half h of the block and step g: one qh vector holds the high bits of values
-         * 32j + 4g.. for the four j = 4h + k, two ql vectors their low nibbles (k = 0, 1 low,
-         * k = 2, 3 high): each loaded once, four codes made, four sub-blocks' sums (2j + g / 4)
-         * advanced */
+        /* per half h of the block and step g: one triplet holds values 32 j + 4 g.. for the
+         * four j = 4 h + k; four sub-blocks' sums (2 j + g / 4) advance */
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++)
 #pragma GCC unroll 2
@@ -1107,22 +1127,18 @@ PK_TILE1 void pk_tile1_q6(float *y, const uint8_t *a0, const lc_rows *kr,
 #pragma GCC unroll 4
                 for (int g4 = 0; g4 < 4; g4++) {
                     const int g = 4 * half + g4;
-                    const __m256i q = _mm256_loadu_si256((const __m256i *)(qh + 32 * (8 * h + g)));
-                    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 32 * (16 * h + g)));
-                    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32 * (16 * h + 8 + g)));
-                    const __m256i c[4] = {
-                        _mm256_or_si256(_mm256_and_si256(l0, m15), _mm256_and_si256(_mm256_slli_epi16(q, 4), m30)),
-                        _mm256_or_si256(_mm256_and_si256(l1, m15), _mm256_and_si256(_mm256_slli_epi16(q, 2), m30)),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15), _mm256_and_si256(q, m30)),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
-                                        _mm256_and_si256(_mm256_srli_epi16(q, 2), m30))};
+                    __m256i c[4];
+                    q6_triplet(b, h, g, c);
 #pragma GCC unroll 4
                     for (int k = 0; k < 4; k++)
                         t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(c[k], bcast4(aq + 32 * (4 * h + k) + 4 * g)));
                 }
 #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++)
-                    si = _mm256_add_epi32(si, _mm256_madd_epi16(t[k], q6_scale_lc(sq, 2 * (4 * h + k) + half)));
+                for (int k = 0; k < 4; k++) {
+                    const int sb = 2 * (4 * h + k) + half;
+                    const __m256i sq = _mm256_loadu_si256((const __m256i *)(su + 32 * (sb / 4)));
+                    si = _mm256_add_epi32(si, _mm256_madd_epi16(t[k], q6_scale_of(sq, sb)));
+                }
             }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b));
         const __m256 dav = _mm256_set1_ps(kr->da[i]);
