@@ -14,7 +14,8 @@
  *
  * --gq times instead the integer matmul of GGML block-format weights (GGUF's Q4_K, Q6_K, Q8_0,
  * Q4_0) at the same shapes for 1, 16 and 64 rows: the scalar oracle against the variant's
- * int8 table, as GB/s of weight bytes, the speedup and the fraction of read bandwidth.
+ * int8 table (on the stored rows; the variant on a copy in the layout the loader gives it,
+ * packed for avx2), as GB/s of weight bytes, the speedup and the fraction of read bandwidth.
  *
  * --attn times instead one thread's attention for a prefill chunk behind a cached prefix: 128
  * query tokens of a Qwen2.5-0.5B layer (14 heads, 2 KV heads, head dim 64, BF16 KV in 16-token
@@ -203,7 +204,7 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
     const int64_t shapes[][2] = {{4864, 896}, {896, 4864}};
     const int rows_list[] = {1, 16, 64};
     enum { NT = 4, NS = 2, NR = 3, MAX_COPIES = 32 };
-    xi_weight w[NT][NS][MAX_COPIES];
+    xi_weight w[NT][NS][MAX_COPIES], wf[NT][NS][MAX_COPIES]; /* wf: the variant's layout */
     size_t bytes[NT][NS];
     int copies[NT][NS]; /* 1-row weights rotate through 64 MiB or more: from DRAM, not L3 */
     for (int t = 0; t < NT; t++)
@@ -218,6 +219,17 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
                 if (!c) copies[t][s] = (int)XI_MIN((size_t)MAX_COPIES, (64u << 20) / bytes[t][s] + 1);
                 w[t][s][c] = (xi_weight){.dtype = XI_GGML, .n_out = shapes[s][0], .n_in = gq_n_in(qt, shapes[s][1]),
                                          .data = d, .qtype = qt};
+                /* the variant reads a copy in the layout the loader gives it (gq_pack.h) */
+                wf[t][s][c] = w[t][s][c];
+                uint8_t *df = xi_alloc_big(bytes[t][s]);
+                char err[256];
+                if (!df) return 1;
+                memcpy(df, d, bytes[t][s]);
+                wf[t][s][c].data = df;
+                if (xi_weight_block(&wf[t][s][c], xi_weight_block_for(fast, &wf[t][s][c]), err, sizeof err)) {
+                    fprintf(stderr, "%s\n", err);
+                    return 1;
+                }
             }
     const size_t bw_bytes = 1u << 30;
     float *bwbuf = xi_alloc_big(bw_bytes), *x = malloc((size_t)64 * 4864 * 4), *y = malloc((size_t)64 * 4864 * 4);
@@ -230,7 +242,7 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
      * drops out */
     double *gbs[3] = {calloc(nv, sizeof(double)), calloc(nv, sizeof(double)), calloc(nv, sizeof(double))};
     double *bw = calloc((size_t)n_tl * reps, sizeof(double)), *tmp = calloc((size_t)reps, sizeof(double));
-    printf("matmul_gq: ref (scalar oracle) vs %s, %d repetitions\n", fast->name, reps);
+    printf("matmul_gq: ref (scalar oracle, stored rows) vs %s (the loader's layout: Q4_K, Q6_K, Q4_0 packed on avx2), %d repetitions\n", fast->name, reps);
     for (int r = 0; r < reps; r++)
         for (int ti = 0; ti < n_tl; ti++) {
             xi_pool *p = xi_pool_new(thread_list[ti]);
@@ -243,10 +255,11 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
                             const int rows = rows_list[ri];
                             const int nc = copies[t][s], calls = v == 0 ? 1 : rows == 1 ? nc : 4;
                             const xi_ops *o = v ? fast : ref;
-                            xi_matmul(p, o, y, x, rows, &w[t][s][0], NULL); /* warm-up */
+                            xi_weight(*ws)[MAX_COPIES] = v ? wf[t] : w[t];
+                            xi_matmul(p, o, y, x, rows, &ws[s][0], NULL); /* warm-up */
                             const double t0 = xi_now(), c0 = thread_cpu();
                             for (int k = 0; k < calls; k++)
-                                xi_matmul(p, o, y, x, rows, &w[t][s][(k + 1) % nc], NULL);
+                                xi_matmul(p, o, y, x, rows, &ws[s][(k + 1) % nc], NULL);
                             const double dt = (xi_now() - t0) / calls, dc = (thread_cpu() - c0) / calls;
                             const size_t at = (((size_t)ti * NT + t) * NS * NR + (size_t)s * NR + ri) * reps + r;
                             gbs[v][at] = (double)bytes[t][s] / dt / 1e9;
@@ -287,7 +300,10 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
     }
     for (int t = 0; t < NT; t++)
         for (int s = 0; s < NS; s++)
-            for (int c = 0; c < copies[t][s]; c++) xi_free_big((void *)w[t][s][c].data, bytes[t][s]);
+            for (int c = 0; c < copies[t][s]; c++) {
+                xi_free_big((void *)w[t][s][c].data, bytes[t][s]);
+                xi_free_big((void *)wf[t][s][c].data, bytes[t][s]);
+            }
     xi_free_big(bwbuf, bw_bytes);
     free(x);
     free(y);
