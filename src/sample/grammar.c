@@ -219,16 +219,23 @@ static int visited(xi_grammar *g, uint32_t pos, uint32_t parent) {
  * overflowed the thread's stack on chains of optional elements (a regex of a hundred nested
  * ?s repeated {704} times went tens of thousands of calls deep; found by fuzzing). The
  * stack's order is the recursion's, so frames are interned in the same order. */
+/* Room for `need` entries on the closure stack (kept across closures); 0, or -1 when out of
+ * memory. */
+static int cstack_reserve(xi_grammar *g, int need) {
+    if (need <= g->cstack_cap) return 0;
+    const int cap = need < 32 ? 64 : 2 * need;
+    uint64_t *v = realloc(g->cstack, (size_t)cap * sizeof *v);
+    if (!v) return -1;
+    g->cstack = v;
+    g->cstack_cap = cap;
+    return 0;
+}
+
 static void closure(xi_grammar *g, uint32_t pos0, uint32_t parent0, idset *out) {
     int sp = 0;
-    if (g->cstack_cap < 1) {
-        uint64_t *v = realloc(g->cstack, 64 * sizeof *v);
-        if (!v) {
-            out->oom = 1;
-            return;
-        }
-        g->cstack = v;
-        g->cstack_cap = 64;
+    if (cstack_reserve(g, 1)) {
+        out->oom = 1;
+        return;
     }
     g->cstack[sp++] = (uint64_t)pos0 << 32 | parent0;
     while (sp) {
@@ -257,15 +264,9 @@ static void closure(xi_grammar *g, uint32_t pos0, uint32_t parent0, idset *out) 
             const uint32_t ret = g->elems[pos + 1] == XG_END ? parent : xg_intern(g, pos + 1, parent);
             if (ret == XG_FAIL) break;
             const uint32_t a0 = g->rule_alts[r], a1 = g->rule_alts[r + 1];
-            if (sp + (int)(a1 - a0) > g->cstack_cap) {
-                const int cap = 2 * (sp + (int)(a1 - a0));
-                uint64_t *v = realloc(g->cstack, (size_t)cap * sizeof *v);
-                if (!v) {
-                    out->oom = 1;
-                    return;
-                }
-                g->cstack = v;
-                g->cstack_cap = cap;
+            if (cstack_reserve(g, sp + (int)(a1 - a0))) {
+                out->oom = 1;
+                return;
             }
             for (uint32_t a = a1; a-- > a0;) g->cstack[sp++] = (uint64_t)g->alt_start[a] << 32 | ret;
             break;
