@@ -6,6 +6,7 @@
 #include "kernels/gq_pack.h"
 #include "kernels/kernels.h"
 #include "kernels/qtypes.h"
+#include "kernels/wformat.h"
 
 static void quantize_act_ref(int act, const float *x, void *out, int64_t n) {
     xi_qtype_quantize_act((xi_act_fmt)act, x, out, n);
@@ -61,16 +62,12 @@ void xi_matmul_gq_ref(float *y, int64_t ldy, const void *act, size_t act_stride,
 
 void xi_matmul_gq_exact(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                         const xi_weight *w, int64_t n0, int64_t n1) {
+    const xi_wformat *f = xi_wformat_of(w); /* its row reader knows both layouts */
     const int64_t K = w->n_in;
     const int B = w->qtype->block;
     float *row = xi_kernel_scratch(6, (size_t)K * sizeof(float));
-    uint8_t bytes[XI_QK_MAX + 64]; /* one block as stored (Q6_K, the largest, 210 bytes) */
     for (int64_t n = n0; n < n1; n++) {
-        if (row)
-            for (int64_t k0 = 0; k0 < K; k0 += B) {
-                xi_gq_block_bytes(w, n, k0 / B, bytes);
-                xi_qtype_dequant_row(w->qtype, bytes, row + k0, B);
-            }
+        if (row) f->dequant(w, n, 0, K, row);
         for (int64_t r = 0; r < rows; r++) {
             float acc = 0.0f;
             if (row) {
@@ -78,8 +75,7 @@ void xi_matmul_gq_exact(float *y, int64_t ldy, const float *x, int64_t ldx, int6
             } else { /* out of memory for one row: a block at a time, the same sums */
                 float blk[XI_QK_MAX];
                 for (int64_t k0 = 0; k0 < K; k0 += B) {
-                    xi_gq_block_bytes(w, n, k0 / B, bytes);
-                    xi_qtype_dequant_row(w->qtype, bytes, blk, B);
+                    f->dequant(w, n, k0, k0 + B, blk);
                     for (int k = 0; k < B; k++) acc += x[r * ldx + k0 + k] * blk[k];
                 }
             }

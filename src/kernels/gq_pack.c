@@ -26,16 +26,11 @@ int xi_gq_pack_fits(const xi_weight *w) {
  * ql[64 h + 32 (k & 1) + l] >> 4 (k & 2) & 15 | (qh[32 h + l] >> 2 k & 3) << 4. Packed, group
  * (h, g) holds at 96 (8 h + g) three 32-byte vectors V0, V1, V2, lane c byte b for column c's
  * values 128 h + 32 k + 4 g + b: Vk = code_k | (code_3 >> 2 k & 3) << 6 (k < 3). */
-static void q6_codes(const uint8_t *b, uint8_t *q) {
-    for (int h = 0; h < 2; h++)
-        for (int l = 0; l < 32; l++) {
-            const int l0 = b[64 * h + l], l1 = b[64 * h + 32 + l], qh = b[128 + 32 * h + l];
-            uint8_t *c = q + 128 * h + l; /* c[32 k]: value 128 h + 32 k + l */
-            c[0] = (uint8_t)((l0 & 15) | (qh & 3) << 4);
-            c[32] = (uint8_t)((l1 & 15) | (qh >> 2 & 3) << 4);
-            c[64] = (uint8_t)(l0 >> 4 | (qh >> 4 & 3) << 4);
-            c[96] = (uint8_t)(l1 >> 4 | (qh >> 6) << 4);
-        }
+/* The 256 codes (0..63) of a stored block: the type's own unpacker, less its offset of 32. */
+static void q6_codes(const xi_qtype *t, const uint8_t *b, uint8_t *q) {
+    xi_qblock u;
+    t->unpack(b, &u);
+    for (int v = 0; v < 256; v++) q[v] = (uint8_t)(u.q[v] + 32);
 }
 
 /* The stored ql and qh (bytes 0..191) of 256 codes. */
@@ -80,7 +75,7 @@ static void pack_group(const xi_qtype *t, const uint8_t *src, size_t rb, int64_t
                 memcpy(dst + 16 * nf + 32 * u + 4 * c, b + rest_at(t, 4 * u), 4);
             if (q6) {
                 uint8_t q[256];
-                q6_codes(b, q);
+                q6_codes(t, b, q);
                 q6_to_triplets(q, c, dst + 16);
             }
         }
