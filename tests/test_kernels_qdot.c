@@ -15,13 +15,14 @@ static const wfmt QFORMATS[] = {{XI_Q8, 0, 0},         {XI_Q8, 0, 8},         {X
                                 {XI_Q4_AWQ, 8, XI_BLOCK_DOT},  {XI_Q4_AWQ, 24, XI_BLOCK_DOT}};
 
 /* Input lengths: tails past 4 and 32 for Q8 (the dot layout needs n_in % 4 == 0), group
- * multiples for Q4. */
+ * multiples for Q4 (1 to 19 groups). */
 static int qk_sizes(const wfmt *f, int64_t *ks) {
     if (f->dt == XI_Q4_AWQ) {
         ks[0] = f->gs;
         ks[1] = 3 * f->gs;
         ks[2] = 7 * f->gs;
-        return 3;
+        ks[3] = 19 * f->gs; /* two whole runs of 8 groups (the AVX2 tile's scale transpose) and a tail */
+        return 4;
     }
     const int64_t dot[] = {4, 28, 36, 100, 260, 896}, any[] = {1, 7, 33, 77, 258, 901};
     memcpy(ks, f->block == XI_BLOCK_DOT ? dot : any, sizeof dot);
