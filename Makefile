@@ -125,16 +125,17 @@ $(WEB_OBJ): $(BUILD)/gen/webui_assets.c
 $(BIN): $(call obj,$(CLI_SRC) $(SRV_SRC)) $(WEB_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# The AVX-512 GGML kernel once more, for the test binary only (never the library or the
+# The AVX-512 integer kernels once more, for the test binary only (never the library or the
 # server): through SIMDe's portable AVX-512 (Debian's libsimde-dev) with AVX2, so its bits are
-# checked on machines without AVX-512 (tests/test_kernels_gq_avx512.c; skipped without SIMDe).
+# checked on machines without AVX-512 (tests/test_kernels_gq_avx512.c, tests/test_kernels_qdot.c
+# through kernel_util.c's int8 variants; skipped without SIMDe).
 ifneq (,$(findstring x86_64,$(TRIPLE)))
 ifneq (,$(wildcard /usr/include/simde/x86/avx512.h))
-EMU_OBJ := $(BUILD)/tests/emu/avx512_gq_emulated.o
-$(EMU_OBJ): src/kernels/x86/avx512_gq.c
+EMU_OBJ := $(BUILD)/tests/emu/avx512_gq_emulated.o $(BUILD)/tests/emu/avx512_qdot_emulated.o
+$(BUILD)/tests/emu/avx512_%_emulated.o: src/kernels/x86/avx512_%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DXI_AVX512_EMULATED -mavx2 -mfma -mf16c -Wno-psabi -MMD -MP -c $< -o $@
-$(BUILD)/tests/test_kernels_gq_avx512.o: XFLAGS := -DXI_TEST_AVX512_EMULATED
+$(BUILD)/tests/test_kernels_gq_avx512.o $(BUILD)/tests/kernel_util.o: XFLAGS := -DXI_TEST_AVX512_EMULATED
 endif
 endif
 

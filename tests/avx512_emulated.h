@@ -1,7 +1,8 @@
-/* The AVX-512 GGML integer matmul (src/kernels/x86/avx512_gq.c) built a second time for the
- * test binary only, through SIMDe's portable AVX-512 on AVX2 (Makefile: XI_AVX512_EMULATED),
- * so its bits can be checked on machines without AVX-512. Same contract as
- * xi_matmul_gq_avx512. x86-64 builds with SIMDe only (XI_TEST_AVX512_EMULATED). */
+/* The AVX-512 integer matmuls (src/kernels/x86/avx512_gq.c, avx512_qdot.c) built a second
+ * time for the test binary only, through SIMDe's portable AVX-512 on AVX2 (Makefile:
+ * XI_AVX512_EMULATED), so their bits can be checked on machines without AVX-512. Same
+ * contracts as xi_matmul_gq_avx512 and xi_matmul_q_avx512. x86-64 builds with SIMDe only
+ * (XI_TEST_AVX512_EMULATED). */
 #ifndef XI_TEST_AVX512_EMULATED_H
 #define XI_TEST_AVX512_EMULATED_H
 
@@ -9,5 +10,7 @@
 
 void xi_matmul_gq_avx512_emulated(float *y, int64_t ldy, const void *act, size_t act_stride,
                                   int64_t rows, const xi_weight *w, int64_t n0, int64_t n1);
+void xi_matmul_q_avx512_emulated(float *y, int64_t ldy, const xi_qx *x, int64_t rows,
+                                 const xi_weight *w, int64_t n0, int64_t n1);
 
 #endif

@@ -4,6 +4,9 @@
 
 #include "base/base.h"
 #include "kernel_util.h"
+#ifdef XI_TEST_AVX512_EMULATED
+#include "avx512_emulated.h"
+#endif
 #include "model/gguf.h"
 #include "test.h"
 
@@ -110,8 +113,22 @@ void gq_fix_scales(const xi_qtype *t, uint8_t *blk) {
 }
 
 int int8_variants(const xi_ops **out) {
-    const int n = xi_ops_available(out, 8);
+    int n = xi_ops_available(out, 7);
     for (int i = 0; i < n; i++) out[i] = xi_ops_precision(out[i], "int8", NULL, 0);
+#ifdef XI_TEST_AVX512_EMULATED
+    /* avx512_qdot.c through SIMDe, as one more variant: avx2's int8 table with its matmul_q */
+    static xi_ops emu;
+    if (!emu.name) {
+        emu = *xi_ops_precision(xi_ops_avx2(), "int8", NULL, 0);
+        emu.name = "avx512-emulated";
+        emu.matmul_q = xi_matmul_q_avx512_emulated;
+    }
+    for (int i = 0; i < n; i++)
+        if (!strcmp(out[i]->name, "avx2")) {
+            out[n++] = &emu;
+            break;
+        }
+#endif
     return n;
 }
 

@@ -233,9 +233,11 @@ void xi_qx_quantize_block_avx2(int8_t *q, float *d, int32_t *s, const float *x, 
 void xi_gq_quantize_act_avx2(int act, const float *x, void *out, int64_t n);
 void xi_matmul_gq_avx2(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
                        const xi_weight *w, int64_t n0, int64_t n1);
-/* AVX2 + FMA + F16C with AVX-512 F/BW/VL/VNNI: the avx2 table with the GGML integer matmul
- * of x86/avx512_gq.c (vpdpbusd). */
+/* AVX2 + FMA + F16C with AVX-512 F/BW/VL/VNNI: the avx2 table with the integer matmuls of
+ * x86/avx512_qdot.c (Q8, Q4_AWQ) and x86/avx512_gq.c (GGML types), vpdpbusd. */
 const xi_ops *xi_ops_avx512(void);
+void xi_matmul_q_avx512(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
+                        int64_t n0, int64_t n1);
 void xi_matmul_gq_avx512(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
                          const xi_weight *w, int64_t n0, int64_t n1);
 #endif

@@ -100,12 +100,13 @@ static const xi_ops avx2_int8 = AVX2_TABLE("avx2", "int8", avx2_ops, xi_matmul_q
 
 const xi_ops *xi_ops_avx2(void) { return &avx2_ops; }
 
-/* The `avx512` tables: avx2's with the GGML integer matmul of avx512_gq.c (AVX-512 VNNI);
- * the exact one is avx2's under the other name. Defined here (built for AVX2) so that only
- * matmul_gq, once dispatch.c has seen the CPU's AVX-512 VNNI, runs AVX-512 code. */
+/* The `avx512` tables: avx2's with the integer matmuls of avx512_qdot.c and avx512_gq.c
+ * (AVX-512 VNNI); the exact one is avx2's under the other name. Defined here (built for
+ * AVX2) so that only matmul_q and matmul_gq, once dispatch.c has seen the CPU's AVX-512
+ * VNNI, run AVX-512 code. */
 static const xi_ops avx512_int8;
 static const xi_ops avx512_ops = AVX2_TABLE("avx512", "exact", avx512_int8, NULL, NULL, NULL, NULL, 0);
-static const xi_ops avx512_int8 = AVX2_TABLE("avx512", "int8", avx512_ops, xi_matmul_q_avx2, xi_qx_quantize_block_avx2,
+static const xi_ops avx512_int8 = AVX2_TABLE("avx512", "int8", avx512_ops, xi_matmul_q_avx512, xi_qx_quantize_block_avx2,
                                              xi_matmul_gq_avx512, xi_gq_quantize_act_avx2, 0);
 
 const xi_ops *xi_ops_avx512(void) { return &avx512_ops; }

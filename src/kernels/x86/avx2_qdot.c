@@ -41,6 +41,7 @@ XI_INLINE void q8_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
     const size_t bs = (size_t)(8 * K);
     const int8_t *blk = (const int8_t *)w->data + (size_t)b * bs;
     const __m256i ones = _mm256_set1_epi16(1);
+    const int pf = r0 % ROW_BLOCK == 0; /* the first row tile of a row block */
     __m256 af[4][4];
     ZERO_ACC(af, _mm256_setzero_ps())
     for (int64_t kb = 0; kb < nb; kb++) {
@@ -50,8 +51,10 @@ XI_INLINE void q8_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
         for (int64_t k = kb * 32; k < k1; k += 4) {
             __m256i wv[4];
 #pragma GCC unroll 4
-            for (int c = 0; c < NB; c++)
+            for (int c = 0; c < NB; c++) {
+                if (pf && k % 8 == 0) qdot_prefetch(blk, c, NB, bs, (size_t)k * 8);
                 wv[c] = _mm256_loadu_si256((const __m256i *)(blk + (size_t)c * bs + k * 8));
+            }
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
                 const __m256i xb = bcast4(x->q + (r0 + r) * K + k), ax = _mm256_abs_epi8(xb);
@@ -75,39 +78,6 @@ XI_INLINE void q8_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
             bstore(y + r * ldy + c * 8, af[r][c], w->scale + b * 8, c, lo, hi);
 }
 
-/* Scales and zero points of 8 columns (rows of s and z, G apart) for 8 consecutive groups,
- * as one vector of the 8 columns per group: two 8 x 8 transposes instead of 16 scalar loads
- * and inserts per group and column block (what a batch-1 tile would otherwise pay). */
-XI_INLINE void group_params8(__m256 sv[8], __m256i zv[8], const float *s, const uint8_t *z,
-                             int64_t G) {
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s + i * G);
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]); /* c_i g0, c_i+1 g0, c_i g1, c_i+1 g1 | g4, g5 */
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]); /* g2, g3 | g6, g7 */
-    }
-    for (int i = 0; i < 8; i += 4)
-        for (int j = 0; j < 2; j++) {
-            r[i + 2 * j] = _mm256_shuffle_ps(t[i + j], t[i + 2 + j], 0x44);     /* c_i..i+3 g(2j) */
-            r[i + 2 * j + 1] = _mm256_shuffle_ps(t[i + j], t[i + 2 + j], 0xEE); /* g(2j+1) */
-        }
-    for (int j = 0; j < 4; j++) {
-        sv[j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x20);
-        sv[4 + j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x31);
-    }
-    __m128i b[8], u[4];
-    for (int i = 0; i < 8; i++) b[i] = _mm_loadl_epi64((const __m128i *)(z + i * G));
-    for (int i = 0; i < 4; i++) u[i] = _mm_unpacklo_epi8(b[2 * i], b[2 * i + 1]); /* c pairs */
-    const __m128i v0 = _mm_unpacklo_epi16(u[0], u[1]), v1 = _mm_unpackhi_epi16(u[0], u[1]),
-                  v2 = _mm_unpacklo_epi16(u[2], u[3]), v3 = _mm_unpackhi_epi16(u[2], u[3]);
-    const __m128i q[4] = {_mm_unpacklo_epi32(v0, v2), _mm_unpackhi_epi32(v0, v2),
-                          _mm_unpacklo_epi32(v1, v3), _mm_unpackhi_epi32(v1, v3)};
-    for (int j = 0; j < 4; j++) { /* q[j]: columns 0..7 of group 2j, then of group 2j + 1 */
-        zv[2 * j] = _mm256_cvtepu8_epi32(q[j]);
-        zv[2 * j + 1] = _mm256_cvtepu8_epi32(_mm_srli_si128(q[j], 8));
-    }
-}
-
 /* The same for a Q4_AWQ weight; the activation block is the group. */
 XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int64_t r0,
                        const xi_weight *w, int64_t b, int64_t lo, int64_t hi) {
@@ -115,6 +85,7 @@ XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
     const size_t bs = (size_t)(4 * K);
     const uint8_t *blk = (const uint8_t *)w->data + (size_t)b * bs;
     const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
+    const int pf = r0 % ROW_BLOCK == 0;
     __m256 af[4][4], st[4][8];
     __m256i zt[4][8];
     ZERO_ACC(af, _mm256_setzero_ps())
@@ -134,6 +105,7 @@ XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
                 __m256i wl[4], wh[4];
 #pragma GCC unroll 4
                 for (int c = 0; c < NB; c++) {
+                    if (pf && k % 16 == 0) qdot_prefetch(blk, c, NB, bs, (size_t)k * 4);
                     const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + (size_t)c * bs + k * 4));
                     wl[c] = _mm256_and_si256(v, m4);
                     wh[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -153,30 +125,14 @@ XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
 #pragma GCC unroll 4
                 for (int c = 0; c < NB; c++) ai[r][c] = _mm256_add_epi32(ai[r][c], _mm256_madd_epi16(a16[r][c], ones));
         }
-        if (g % 8 == 0 && g + 8 <= G) /* the next 8 groups' scales and zeros, by column */
-#pragma GCC unroll 4
-            for (int c = 0; c < NB; c++) {
-                const int64_t n = (b + c) * 8;
-                group_params8(st[c], zt[c], w->scale + n * G + g, w->zero + n * G + g, G);
-            }
 #pragma GCC unroll 4
         for (int c = 0; c < NB; c++) {
-            const int64_t n = (b + c) * 8;
-            const float *s = w->scale + n * G + g;
-            const uint8_t *z = w->zero + n * G + g;
-            const int cached = g < (G & ~(int64_t)7);
-            const __m256 sv = cached ? st[c][g % 8]
-                                     : _mm256_setr_ps(s[0], s[G], s[2 * G], s[3 * G], s[4 * G],
-                                                      s[5 * G], s[6 * G], s[7 * G]);
-            const __m256i zv = cached ? zt[c][g % 8]
-                                      : _mm256_setr_epi32(z[0], z[G], z[2 * G], z[3 * G], z[4 * G],
-                                                          z[5 * G], z[6 * G], z[7 * G]);
+            __m256 sv;
+            __m256i zv;
+            group_params(st[c], zt[c], w, (b + c) * 8, g, G, &sv, &zv);
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
-                const __m256i t = _mm256_sub_epi32(
-                    ai[r][c], _mm256_mullo_epi32(zv, _mm256_set1_epi32(x->s[(r0 + r) * G + g])));
-                const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(t), _mm256_set1_ps(x->d[(r0 + r) * G + g]));
-                af[r][c] = _mm256_fmadd_ps(f, sv, af[r][c]);
+                af[r][c] = group_add(af[r][c], ai[r][c], zv, sv, x->s[(r0 + r) * G + g], x->d[(r0 + r) * G + g]);
             }
         }
     }
