@@ -116,12 +116,14 @@ int int8_variants(const xi_ops **out) {
     int n = xi_ops_available(out, 7);
     for (int i = 0; i < n; i++) out[i] = xi_ops_precision(out[i], "int8", NULL, 0);
 #ifdef XI_TEST_AVX512_EMULATED
-    /* avx512_qdot.c through SIMDe, as one more variant: avx2's int8 table with its matmul_q */
+    /* the avx512 int8 table's integer matmuls through SIMDe, as one more variant: avx2's int8
+     * table (which asks for the packed GGML layout too) with them */
     static xi_ops emu;
     if (!emu.name) {
         emu = *xi_ops_precision(xi_ops_avx2(), "int8", NULL, 0);
         emu.name = "avx512-emulated";
         emu.matmul_q = xi_matmul_q_avx512_emulated;
+        emu.matmul_gq = xi_matmul_gq_avx512_emulated;
     }
     for (int i = 0; i < n; i++)
         if (!strcmp(out[i]->name, "avx2")) {

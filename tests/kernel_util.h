@@ -41,7 +41,7 @@ struct xi_gguf *gq_llama256_open(size_t f, char *err, size_t errlen);
 void gq_fix_scales(const xi_qtype *t, uint8_t *blk);
 
 /* The int8 table of every variant this CPU runs (out[8]) and, where the test binary has
- * it, the AVX-512 matmul_q through SIMDe (avx512-emulated); their count. */
+ * it, the AVX-512 matmul_q and matmul_gq through SIMDe (avx512-emulated); their count. */
 int int8_variants(const xi_ops **out);
 /* y of `rows` rows through ops's matmul_gq, columns [n0, n1), x quantized as kernels.c does. */
 void gq_run(const xi_ops *ops, float *y, const float *x, int64_t rows, const xi_weight *w,

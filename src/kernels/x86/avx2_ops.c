@@ -107,6 +107,6 @@ const xi_ops *xi_ops_avx2(void) { return &avx2_ops; }
 static const xi_ops avx512_int8;
 static const xi_ops avx512_ops = AVX2_TABLE("avx512", "exact", avx512_int8, NULL, NULL, NULL, NULL, 0);
 static const xi_ops avx512_int8 = AVX2_TABLE("avx512", "int8", avx512_ops, xi_matmul_q_avx512, xi_qx_quantize_block_avx2,
-                                             xi_matmul_gq_avx512, xi_gq_quantize_act_avx2, 0);
+                                             xi_matmul_gq_avx512, xi_gq_quantize_act_avx2, 8);
 
 const xi_ops *xi_ops_avx512(void) { return &avx512_ops; }

@@ -131,13 +131,35 @@ XI_INLINE __m512i byte_of(__m512i v, int k) {
     return _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(8 * k)), mask32(0xff));
 }
 
-/* The 16 columns of a tile: column c's row of blocks (a tail repeats its last column). */
+/* The 16 columns of a tile: stored, column c's row of blocks (a tail repeats its last
+ * column); packed (gq_pack.h), the groups of columns 0-7 and 8-15 (g[1] = g[0] for 8 or
+ * fewer), with the type's block bytes, f16 factor count and their place in a stored block.
+ * A fill reads either through cols_t16 / cols_f16 by the stored block's byte offsets. */
 typedef struct {
     const uint8_t *c[NC];
+    const uint8_t *g[2]; /* packed: NULL when stored */
+    int bb, nf, fo;
 } cols16;
+
+/* Dword k of a stored block's bytes from off (stored offsets, a multiple of 4 past the
+ * factors) in the packed groups: lanes 0-7 group 0's 8 columns, 8-15 group 1's. A dword
+ * that is the factors (Q4_K / Q5_K read bytes 0-3 with the scales and skip it) is 0. */
+XI_INLINE __m512i packed_dword(const cols16 *cp, size_t off, int k) {
+    const size_t bb = (size_t)cp->bb, i = off / bb, in = off % bb + 4 * (size_t)k;
+    const size_t fo = (size_t)cp->fo, fe = fo + 2 * (size_t)cp->nf;
+    if (in >= fo && in < fe) return _mm512_setzero_si512();
+    const size_t at = i * 8 * bb + 16 * (size_t)cp->nf + 32 * ((in < fo ? in : in - 2 * (size_t)cp->nf) / 4);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(cp->g[0] + at))),
+                              _mm256_loadu_si256((const __m256i *)(cp->g[1] + at)), 1);
+}
 
 /* The 16 bytes at off of the 16 columns: v[g] dword c = bytes 4g .. 4g + 3 of column c. */
 XI_INLINE void cols_t16(const cols16 *cp, size_t off, __m512i *v) {
+    if (cp->g[0]) {
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) v[k] = packed_dword(cp, off, k);
+        return;
+    }
     __m512i y[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
@@ -159,6 +181,12 @@ XI_INLINE void cols_t16(const cols16 *cp, size_t off, __m512i *v) {
  * have left the store buffer (a wide load right behind them cannot be forwarded and stalls). */
 XI_INLINE void cols_f16(const cols16 *cp, size_t off, __m512i *dst) {
     uint8_t *h = (uint8_t *)dst;
+    if (cp->g[0]) { /* factor f of block i: the 8 columns' u16 at 16 f of each group */
+        const size_t bb = (size_t)cp->bb, at = off / bb * 8 * bb + 16 * ((off % bb - (size_t)cp->fo) / 2);
+        _mm256_storeu_si256((__m256i *)h, _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(cp->g[0] + at))),
+                                                                  _mm_loadu_si128((const __m128i *)(cp->g[1] + at)), 1));
+        return;
+    }
 #pragma GCC unroll 16
     for (int c = 0; c < NC; c++) memcpy(h + 2 * c, cp->c[c] + off, 2);
 }
@@ -256,6 +284,26 @@ XI_INLINE void fill_k45(const int T, const cols16 *cp, size_t off, __m512i *p) {
  * j = 4h + k, the low nibble of ql[64h + 32 (k & 1) ..] (k < 2) or its high one, and qh
  * [128 + 32h ..] bits 2k, 2k + 1. Scales: int8, sign-extended into the lanes. */
 XI_INLINE void fill_q6(const cols16 *cp, size_t off, __m512i *p) {
+    if (cp->g[0]) { /* packed: group (h, g)'s triplets V0..V2 at 16 + 96 (8 h + g) */
+        const size_t at = off / 210 * 8 * 210 + 16;
+#pragma GCC unroll 1
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                __m512i v[3];
+#pragma GCC unroll 3
+                for (int k = 0; k < 3; k++) {
+                    const size_t o = at + 96 * (size_t)(8 * h + g) + 32 * (size_t)k;
+                    v[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(cp->g[0] + o))),
+                                              _mm256_loadu_si256((const __m256i *)(cp->g[1] + o)), 1);
+                    p[8 * (4 * h + k) + g] = _mm512_and_si512(v[k], mask8(63));
+                }
+                p[8 * (4 * h + 3) + g] = _mm512_or_si512(
+                    _mm512_and_si512(_mm512_srli_epi16(v[0], 6), mask8(0x03)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v[1], 4), mask8(0x0c)),
+                                    _mm512_and_si512(_mm512_srli_epi16(v[2], 2), mask8(0x30))));
+            }
+    } else
 #pragma GCC unroll 1
     for (int h = 0; h < 2; h++) {
         __m512i l0[8], l1[8], q[8];
@@ -466,6 +514,9 @@ XI_INLINE int gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, siz
                      int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
     const int64_t nb = w->n_in / t_values(T);
     const size_t rb = (size_t)nb * (size_t)t_block_bytes(T);
+    /* packed (the loader's layout for this table): one row goes to avx2's packed tiles,
+     * faster than a fill per block; panels read the groups (n0, a multiple of 16, starts one) */
+    if (w->block && (rows == 1 || n0 % 8)) return 0;
     row_terms rt;
     if (!rows_prepare(T, act, as, rows, nb, &rt)) return 0;
     __m512i *panel = NULL;
@@ -475,8 +526,12 @@ XI_INLINE int gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, siz
         for (int64_t n = n0; n < n1; n += NC) {
             const int cols = (int)XI_MIN((int64_t)NC, n1 - n);
             const uint8_t *w0 = (const uint8_t *)w->data + (size_t)n * rb;
-            cols16 cp;
-            for (int c = 0; c < NC; c++) cp.c[c] = w0 + (size_t)(c < cols ? c : cols - 1) * rb;
+            cols16 cp = {.bb = t_block_bytes(T), .nf = w->qtype->f16_n, .fo = w->qtype->f16_off};
+            if (w->block) { /* group n / 8 starts at n * rb too */
+                cp.g[0] = w0;
+                cp.g[1] = cols > 8 ? w0 + 8 * rb : w0;
+            } else
+                for (int c = 0; c < NC; c++) cp.c[c] = w0 + (size_t)(c < cols ? c : cols - 1) * rb;
             /* the next tile's columns, prefetched while these are filled (a hint, which never
              * faults, so the last tile may ask past n1) */
             const uint8_t *pf = n + NC < n1 ? w0 + NC * rb : NULL;
@@ -545,7 +600,7 @@ void GQ512_FN(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t
               const xi_weight *w, int64_t n0, int64_t n1) {
     const gq_fn f = fast_path(w->qtype->id);
     if (n0 >= n1 || rows <= 0) return;
-    /* a packed weight (gq_pack.h; the avx512 table does not ask for it) reads with avx2's */
-    if (!f || w->block || !f(y, ldy, act, act_stride, rows, w, n0, n1))
+    /* other types, one row of a packed weight and out of memory: avx2's, same bits */
+    if (!f || !f(y, ldy, act, act_stride, rows, w, n0, n1))
         xi_matmul_gq_avx2(y, ldy, act, act_stride, rows, w, n0, n1);
 }
