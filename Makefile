@@ -125,17 +125,20 @@ $(WEB_OBJ): $(BUILD)/gen/webui_assets.c
 $(BIN): $(call obj,$(CLI_SRC) $(SRV_SRC)) $(WEB_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# The AVX-512 integer kernels once more, for the test binary only (never the library or the
-# server): through SIMDe's portable AVX-512 (Debian's libsimde-dev) with AVX2, so its bits are
-# checked on machines without AVX-512 (tests/test_kernels_gq_avx512.c, tests/test_kernels_qdot.c
-# through kernel_util.c's int8 variants; skipped without SIMDe).
+# The AVX-512 kernels once more, for the test binary only (never the library or the server):
+# through SIMDe's portable AVX-512 (Debian's libsimde-dev) with AVX2, so their bits are checked
+# on machines without AVX-512 (tests/test_kernels_gq_avx512.c, test_kernels_avx512_matmul.c,
+# and test_kernels_qdot.c / gq_pack.c through kernel_util.c's int8 variants; skipped without
+# SIMDe).
 ifneq (,$(findstring x86_64,$(TRIPLE)))
 ifneq (,$(wildcard /usr/include/simde/x86/avx512.h))
-EMU_OBJ := $(BUILD)/tests/emu/avx512_gq_emulated.o $(BUILD)/tests/emu/avx512_qdot_emulated.o
+EMU_OBJ := $(BUILD)/tests/emu/avx512_gq_emulated.o $(BUILD)/tests/emu/avx512_qdot_emulated.o \
+           $(BUILD)/tests/emu/avx512_matmul_emulated.o
 $(BUILD)/tests/emu/avx512_%_emulated.o: src/kernels/x86/avx512_%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DXI_AVX512_EMULATED -mavx2 -mfma -mf16c -Wno-psabi -MMD -MP -c $< -o $@
-$(BUILD)/tests/test_kernels_gq_avx512.o $(BUILD)/tests/kernel_util.o: XFLAGS := -DXI_TEST_AVX512_EMULATED
+$(BUILD)/tests/test_kernels_gq_avx512.o $(BUILD)/tests/kernel_util.o \
+  $(BUILD)/tests/test_kernels_avx512_matmul.o: XFLAGS := -DXI_TEST_AVX512_EMULATED
 endif
 endif
 

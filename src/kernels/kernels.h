@@ -226,6 +226,9 @@ void xi_avx2_attn(float *out, const float *q, const xi_kv_view *kv, const int32_
                   int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch);
 void xi_avx2_attn_keys(float *out, const float *q, const xi_kv_view *kv, const int32_t *block_table,
                        int n_ctx, int n_heads, int h0, int h1, float scale, float *scratch);
+/* The avx2 tables' matmul (x86/avx2_matmul.c). */
+void xi_avx2_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
+                    const xi_weight *w, int64_t n0, int64_t n1);
 /* The variants' integer matmuls and quantizers (their int8 tables' matmul_q, quantize_block). */
 void xi_matmul_q_avx2(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                       int64_t n0, int64_t n1);
@@ -233,9 +236,12 @@ void xi_qx_quantize_block_avx2(int8_t *q, float *d, int32_t *s, const float *x, 
 void xi_gq_quantize_act_avx2(int act, const float *x, void *out, int64_t n);
 void xi_matmul_gq_avx2(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,
                        const xi_weight *w, int64_t n0, int64_t n1);
-/* AVX2 + FMA + F16C with AVX-512 F/BW/VL/VNNI: the avx2 table with the integer matmuls of
+/* AVX2 + FMA + F16C with AVX-512 F/BW/VL/VNNI: the avx2 tables with the fp32 GEMM tiles of
+ * x86/avx512_matmul.c (blocked dense weights, avx2's bits) and the integer matmuls of
  * x86/avx512_qdot.c (Q8, Q4_AWQ) and x86/avx512_gq.c (GGML types), vpdpbusd. */
 const xi_ops *xi_ops_avx512(void);
+void xi_avx512_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
+                      const xi_weight *w, int64_t n0, int64_t n1);
 void xi_matmul_q_avx512(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
                         int64_t n0, int64_t n1);
 void xi_matmul_gq_avx512(float *y, int64_t ldy, const void *act, size_t act_stride, int64_t rows,

@@ -5,9 +5,6 @@
 
 #include "kernels/x86/avx2_common.h"
 
-void xi_avx2_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
-                    const xi_weight *w, int64_t n0, int64_t n1);
-
 /* The attention loop's exponential: avx2_exp's, as avx2_attn.c computes 8 at a time. */
 static float exp1(float x) { return avx2_exp1(x); }
 
@@ -85,28 +82,28 @@ static void avx2_silu_mul(float *y, const float *gate, const float *up, int64_t 
     }
 }
 
-#define AVX2_TABLE(nm, prec, other, mq, qb, gq, qa, gqb)                                     \
+#define AVX2_TABLE(nm, prec, other, mm, mq, qb, gq, qa, gqb)                                 \
     {                                                                                          \
         .name = nm, .precision = prec, .twin = &other, .weight_block = 8, .q4_block = 16,       \
         .gq_block = gqb,                                                                       \
-        .matmul = xi_avx2_matmul, .attn = xi_avx2_attn, .rmsnorm = avx2_rmsnorm,                \
+        .matmul = mm, .attn = xi_avx2_attn, .rmsnorm = avx2_rmsnorm,                \
         .silu_mul = avx2_silu_mul, .matmul_q = mq, .quantize_block = qb,                        \
         .matmul_gq = gq, .quantize_act = qa,                                                    \
     }
 static const xi_ops avx2_int8;
-static const xi_ops avx2_ops = AVX2_TABLE("avx2", "exact", avx2_int8, NULL, NULL, NULL, NULL, 0);
-static const xi_ops avx2_int8 = AVX2_TABLE("avx2", "int8", avx2_ops, xi_matmul_q_avx2, xi_qx_quantize_block_avx2,
+static const xi_ops avx2_ops = AVX2_TABLE("avx2", "exact", avx2_int8, xi_avx2_matmul, NULL, NULL, NULL, NULL, 0);
+static const xi_ops avx2_int8 = AVX2_TABLE("avx2", "int8", avx2_ops, xi_avx2_matmul, xi_matmul_q_avx2, xi_qx_quantize_block_avx2,
                                            xi_matmul_gq_avx2, xi_gq_quantize_act_avx2, 8);
 
 const xi_ops *xi_ops_avx2(void) { return &avx2_ops; }
 
-/* The `avx512` tables: avx2's with the integer matmuls of avx512_qdot.c and avx512_gq.c
- * (AVX-512 VNNI); the exact one is avx2's under the other name. Defined here (built for
- * AVX2) so that only matmul_q and matmul_gq, once dispatch.c has seen the CPU's AVX-512
- * VNNI, run AVX-512 code. */
+/* The `avx512` tables: avx2's with the fp32 GEMM tiles of avx512_matmul.c (both tables) and
+ * the integer matmuls of avx512_qdot.c and avx512_gq.c (AVX-512 VNNI). Defined here (built
+ * for AVX2) so that only those ops, once dispatch.c has seen the CPU's AVX-512 F/BW/VL/VNNI,
+ * run AVX-512 code. */
 static const xi_ops avx512_int8;
-static const xi_ops avx512_ops = AVX2_TABLE("avx512", "exact", avx512_int8, NULL, NULL, NULL, NULL, 0);
-static const xi_ops avx512_int8 = AVX2_TABLE("avx512", "int8", avx512_ops, xi_matmul_q_avx512, xi_qx_quantize_block_avx2,
+static const xi_ops avx512_ops = AVX2_TABLE("avx512", "exact", avx512_int8, xi_avx512_matmul, NULL, NULL, NULL, NULL, 0);
+static const xi_ops avx512_int8 = AVX2_TABLE("avx512", "int8", avx512_ops, xi_avx512_matmul, xi_matmul_q_avx512, xi_qx_quantize_block_avx2,
                                              xi_matmul_gq_avx512, xi_gq_quantize_act_avx2, 8);
 
 const xi_ops *xi_ops_avx512(void) { return &avx512_ops; }
