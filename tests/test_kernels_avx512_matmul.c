@@ -14,6 +14,7 @@
 #include "avx512_emulated.h"
 #endif
 
+#if defined(__x86_64__)
 typedef void (*matmul_fn)(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                           const xi_weight *w, int64_t n0, int64_t n1);
 
@@ -58,6 +59,8 @@ static void check_against_avx2(matmul_fn f, int *cases) {
             }
 }
 
+#endif
+
 #if defined(__x86_64__) && defined(XI_TEST_AVX512_EMULATED)
 TEST(test_kernels_avx512_matmul_emulated_gives_avx2_bits) {
     int cases;
@@ -67,8 +70,6 @@ TEST(test_kernels_avx512_matmul_emulated_gives_avx2_bits) {
 #else
 TEST(test_kernels_avx512_matmul_emulated_gives_avx2_bits) {
     SKIP("no emulated AVX-512 kernel in this build (x86-64 with SIMDe, libsimde-dev, only)");
-    int cases;
-    check_against_avx2(NULL, &cases); /* not reached: keeps the helper used */
 }
 #endif
 
