@@ -71,7 +71,9 @@ static int awq_block_for(const xi_ops *ops, const xi_weight *w) {
  * the layout and the shape fits; otherwise kept as stored. */
 static int ggml_block_for(const xi_ops *ops, const xi_weight *w) {
     const xi_wformat *f = xi_wformat_of(w);
-    return ops->matmul_gq && ops->gq_block && (f->layouts & XI_LAYOUT_B8) && xi_gq_pack_fits(w) ? 8 : 0;
+    const int id = w->qtype->id;
+    return ops->matmul_gq && ops->gq_block && id < 32 && (ops->gq_pack_types >> id & 1) &&
+                   (f->layouts & XI_LAYOUT_B8) && xi_gq_pack_fits(w) ? 8 : 0;
 }
 
 static int ggml_repack(xi_weight *w, int block, char *err, size_t errlen) {
@@ -108,13 +110,11 @@ static xi_wformat ggml[XI_GGML_TYPE_MAX];
 static int ggml_ids[XI_GGML_TYPE_MAX], n_ggml;
 static pthread_once_t ggml_once = PTHREAD_ONCE_INIT;
 
-/* The ggml types packed for the 8-column kernels (every matmul_gq with gq_block 8: those of
- * x86/avx2_gq.c, which read Q8_0 packed too). Q8_0 stays as stored: its packed one-row tile
- * is faster from L3 but slower from memory, and a decode step reads its weights from memory
- * (Qwen3-8B shape, 4 layers, 1 thread: 12.3 vs 14.5 tok/s stored; Q4_0 19.0 vs 17.5,
- * Q4_K_M's Q4_K layers and Qwen2.5-0.5B Q4_K_M 43 vs 36). */
+/* The ggml types the 8-column kernels (every matmul_gq with gq_block 8: those of
+ * x86/avx2_gq.c and avx512_gq.c) compute packed; a table packs those of its gq_pack_types. */
 static int packed_type(int id) {
-    return id == XI_GGML_Q4_0 || id == XI_GGML_Q5_0 || id == XI_GGML_Q4_K || id == XI_GGML_Q6_K;
+    return id == XI_GGML_Q4_0 || id == XI_GGML_Q5_0 || id == XI_GGML_Q4_K || id == XI_GGML_Q6_K ||
+           id == XI_GGML_Q8_0;
 }
 
 static void ggml_build(void) {

@@ -18,7 +18,8 @@
  * whole column tile once per chunk of 64 rows into this thread's scratch (slot 11) and runs
  * tiles of up to 4 rows over it from L1 / L2; one row (decode) fills a block (K types) or 8
  * blocks (Q8_0, Q4_0) at a time into a buffer on the stack and dots them at once, so the
- * codes go from memory through L1 once. A tile of fewer than 16 columns (the last one of a
+ * codes go from memory through L1 once. One row of a packed Q8_0 weight (the loader's layout
+ * for this table) has its own tile, with no fill: q8_pairs_row. A tile of fewer than 16 columns (the last one of a
  * range) repeats its last column in the missing lanes and stores only its own. While a
  * column tile is filled, the next one is prefetched in address order, as many bytes per
  * block as the fill reads (the 16 rows of weights are 16 interleaved streams otherwise).
@@ -94,7 +95,27 @@ XI_INLINE __m512 f16x16(const uint16_t *h) {
     _mm256_storeu_ps(f + 8, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8))));
     return _mm512_loadu_ps(f);
 }
+/* [lo(a) + hi(a), lo(b) + hi(b)] of the 256-bit halves */
+XI_INLINE __m512i halves_add(__m512i a, __m512i b) {
+    const __m512i lo = _mm512_inserti64x4(a, _mm512_castsi512_si256(b), 1);
+    const __m512i hi = _mm512_inserti64x4(b, _mm512_extracti64x4_epi64(a, 1), 0);
+    return _mm512_add_epi32(lo, hi);
+}
+/* the 8 f16 at a, then the 8 at b */
+XI_INLINE __m512 f16x8x2(const uint8_t *a, const uint8_t *b) {
+    uint16_t h[16];
+    memcpy(h, a, 16);
+    memcpy(h + 8, b, 16);
+    return f16x16(h);
+}
 #else
+XI_INLINE __m512i halves_add(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x44), _mm512_shuffle_i64x2(a, b, 0xee));
+}
+XI_INLINE __m512 f16x8x2(const uint8_t *a, const uint8_t *b) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                                   _mm_loadu_si128((const __m128i *)b), 1));
+}
 XI_INLINE __m512 cvt_ps(__m512i v) { return _mm512_cvtepi32_ps(v); }
 XI_INLINE __m512 f16x16(const uint16_t *h) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)); }
 #endif
@@ -509,13 +530,105 @@ XI_INLINE int rows_prepare(const int T, const uint8_t *act, size_t as, int64_t r
     return 1;
 }
 
+/* ---- one row of a packed Q8_0 weight (decode) ----
+ * A packed block of a group of 8 columns (gq_pack.h) is their 8 f16 d (16 bytes), then 8
+ * code units of 32 bytes, unit u lane c = column c's codes 4u .. 4u + 3. Units 2k and 2k + 1
+ * are one 64-byte load: a zmm whose low half holds dword 2k of the 8 columns and whose high
+ * half dword 2k + 1. Their activation vectors (dword 2k broadcast to the low 8 lanes, 2k + 1
+ * to the high 8) are made once per call (4 zmm per block, slot 11), so a block of 8 columns
+ * is 4 loads with vpxor 0x80 and 4 vpdpbusd (two chains), with no transpose and no panel.
+ * Two groups' sums meet in one zmm of 16 columns (their 256-bit halves added crosswise), the
+ * lane start -128 * sum(a) added (rows_prepare's term), and the float steps run 16 columns
+ * wide, in block order, the oracle's for a finite da:
+ *     acc += (d * da) * (float)sumi
+ * (its minterm (0 * da) * 0 is +0 then; a row with a non-finite da goes to avx2's tiles).
+ * Lanes before the halves meet: |lane| <= 8 * 255 * 127; after, gq_run's Q8_0 bound.
+ * Memory: a packed group is one sequential stream, and one core reads a single stream well
+ * below its bandwidth (machine_limits.h: streams far apart reach it). So a tile takes
+ * Q8_PAIRS pairs of groups, 8 streams 8 rows apart, every block in step. 1 thread, weights
+ * from memory (128 MiB of copies), Zen 5, of the read bandwidth at 896x4864 / 4864x896:
+ * the stored layout's tile 0.71 / 0.78, this one 0.96 / 0.90 (3 alternating runs, medians;
+ * one pair 0.75 / 0.62, two 0.90 / 0.85 in a single run). Q4_0's blocks, half the bytes,
+ * measured slower this way than avx2's one-group packed tile, which they keep. A last tile
+ * short of columns repeats its last group and stores only its own. */
+enum { Q8_PAIRS = 4 };
+
+XI_INLINE void q8_pairs_row(float *y, int cols, const uint8_t *const *g, const __m512i *av, const row_terms *rt,
+                            int64_t nb) {
+    __m512 acc[Q8_PAIRS];
+    for (int j = 0; j < Q8_PAIRS; j++) acc[j] = _mm512_setzero_ps();
+    const __m512i flip = mask8(0x80);
+    for (int64_t i = 0; i < nb; i++, av += 4) {
+        const __m512 dav = _mm512_set1_ps(rt->da[i]);
+        const __m512i start = _mm512_set1_epi32(rt->tab[i]);
+#pragma GCC unroll 4
+        for (int j = 0; j < Q8_PAIRS; j++) {
+            const uint8_t *a = g[2 * j] + (size_t)i * 272, *b = g[2 * j + 1] + (size_t)i * 272;
+            __m512i va[4], vb[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                va[k] = _mm512_xor_si512(_mm512_loadu_si512(a + 16 + 64 * k), flip);
+                vb[k] = _mm512_xor_si512(_mm512_loadu_si512(b + 16 + 64 * k), flip);
+            }
+            const __m512i e0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), va[0], av[0]), va[2], av[2]);
+            const __m512i o0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), va[1], av[1]), va[3], av[3]);
+            const __m512i e1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), vb[0], av[0]), vb[2], av[2]);
+            const __m512i o1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), vb[1], av[1]), vb[3], av[3]);
+            const __m512i s = _mm512_add_epi32(halves_add(_mm512_add_epi32(e0, o0), _mm512_add_epi32(e1, o1)), start);
+            acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_mul_ps(f16x8x2(a, b), dav), cvt_ps(s)));
+        }
+    }
+    for (int j = 0; j < Q8_PAIRS; j++) {
+        const int c = cols - NC * j;
+        if (c >= NC) {
+            _mm512_storeu_ps(y + NC * j, acc[j]);
+        } else if (c > 0) {
+            float tmp[NC];
+            _mm512_storeu_ps(tmp, acc[j]);
+            memcpy(y + NC * j, tmp, (size_t)c * 4);
+        }
+    }
+}
+
+/* Columns [n0, n1) of one row, n0 a multiple of 8; 0 when a da is not finite or out of
+ * memory (the caller takes another path). */
+XI_INLINE int q8_run_packed_row(float *y, const uint8_t *act, const xi_weight *w, int64_t n0, int64_t n1) {
+    const int64_t nb = w->n_in / 32;
+    const size_t rb = (size_t)nb * 34;
+    row_terms rt;
+    if (!rows_prepare(T_Q8_0, act, 0, 1, nb, &rt)) return 0;
+    for (int64_t i = 0; i < nb; i++)
+        if (!isfinite(rt.da[i])) return 0;
+    __m512i *av = xi_kernel_scratch(11, (size_t)nb * 4 * 64);
+    if (!av) return 0;
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *q = act + (size_t)i * 34 + 2;
+        for (int k = 0; k < 4; k++) {
+            int32_t lo, hi;
+            memcpy(&lo, q + 8 * k, 4);
+            memcpy(&hi, q + 8 * k + 4, 4);
+            av[4 * i + k] = _mm512_inserti64x4(_mm512_set1_epi32(lo), _mm256_set1_epi32(hi), 1);
+        }
+    }
+    for (int64_t n = n0; n < n1; n += NC * Q8_PAIRS) {
+        const int cols = (int)XI_MIN((int64_t)NC * Q8_PAIRS, n1 - n);
+        const uint8_t *g[2 * Q8_PAIRS];
+        for (int j = 0; j < 2 * Q8_PAIRS; j++) /* past cols: the last group again */
+            g[j] = (const uint8_t *)w->data + (size_t)(n + 8 * XI_MIN(j, (cols - 1) / 8)) * rb;
+        q8_pairs_row(y + n, cols, g, av, &rt, nb);
+    }
+    return 1;
+}
+
 /* Rows [0, rows) x columns [n0, n1); 0 when out of memory (the caller takes another path). */
 XI_INLINE int gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, size_t as,
                      int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
     const int64_t nb = w->n_in / t_values(T);
     const size_t rb = (size_t)nb * (size_t)t_block_bytes(T);
-    /* packed (the loader's layout for this table): one row goes to avx2's packed tiles,
-     * faster than a fill per block; panels read the groups (n0, a multiple of 16, starts one) */
+    /* packed (the loader's layout for this table): one row of Q8_0 goes to its own tile,
+     * other types' to avx2's packed tiles, faster than a fill per block; panels read the
+     * groups (n0, a multiple of 16, starts one) */
+    if (T == T_Q8_0 && w->block && rows == 1 && n0 % 8 == 0) return q8_run_packed_row(y, act, w, n0, n1);
     if (w->block && (rows == 1 || n0 % 8)) return 0;
     row_terms rt;
     if (!rows_prepare(T, act, as, rows, nb, &rt)) return 0;
