@@ -193,7 +193,7 @@ TEST(test_kernels_gq_pack_threads_and_both_precisions) {
 }
 
 /* The loader's choice (xi_weight_block_for): packed only for an int8 table whose matmul_gq
- * reads it, for the types with a packed path and n_out a multiple of 8 (Q8_0: avx512 only). */
+ * reads it, for the types with a packed path and n_out a multiple of 8. */
 TEST(test_kernels_gq_pack_is_asked_for_where_a_kernel_reads_it) {
     const xi_ops *all[8];
     const int nv = xi_ops_available(all, 8);
@@ -205,8 +205,7 @@ TEST(test_kernels_gq_pack_is_asked_for_where_a_kernel_reads_it) {
                                XI_GGML_Q8_0, XI_GGML_Q5_K, XI_GGML_Q4_1, XI_GGML_Q3_K};
             for (size_t i = 0; i < XI_ARRAY_LEN(ids); i++) {
                 const xi_qtype *t = xi_qtype_get(ids[i]);
-                /* wformat.c's packed types; Q8_0 only for avx512 (avx2 keeps it as stored) */
-                const int has = i < 4 || (i == 4 && !strcmp(o->name, "avx512"));
+                const int has = i < 5; /* wformat.c's packed types */
                 for (int64_t n_out = 16; n_out <= 20; n_out += 4) {
                     const xi_weight w = {.dtype = XI_GGML, .n_out = n_out, .n_in = 256, .qtype = t};
                     const int want = !prec && o->gq_block == 8 && has && n_out % 8 == 0 ? 8 : 0;

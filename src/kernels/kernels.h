@@ -162,10 +162,9 @@ struct xi_ops {
     /* The Q4_AWQ layout (0 or 16) this variant's matmul reads fastest. */
     int q4_block;
     /* The GGML layout (0: as stored, 8: packed, gq_pack.h) this variant's matmul_gq reads
-     * fastest, for the types in gq_pack_types (bit ggml id) whose wformat row lists
-     * XI_LAYOUT_B8; every matmul_gq computes both layouts with the same bits. */
+     * fastest, for the types whose wformat row lists XI_LAYOUT_B8; every matmul_gq computes
+     * both layouts with the same bits. */
     int gq_block;
-    uint32_t gq_pack_types;
     /* y[r * ldy + n] = sum_k x[r * ldx + k] * W[n, k] for r in [0, rows), n in [n0, n1). */
     void (*matmul)(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                    const xi_weight *w, int64_t n0, int64_t n1);

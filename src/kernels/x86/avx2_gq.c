@@ -1166,6 +1166,43 @@ XI_INLINE void panel_rows(const int T, float *y, int64_t ldy, const uint8_t *act
     }
 }
 
+/* One row of a packed Q8_0 weight, Q8_GROUPS groups of 8 columns in step. gq_tile_lc's
+ * one-row tile reads one group (8 rows) at a time, a single sequential stream, which one core
+ * reads well below its bandwidth (machine_limits.h): that made packed Q8_0 slower than the
+ * stored rows from memory. Here every block step reads the same block of 8 groups, 8 streams
+ * 8 rows apart, with gq_tile_lc's integer and float steps per group (vpsignb / vpabsb,
+ * vpmaddubsw, vpmaddwd, then acc += (d * da) * (float)sumi in block order: the oracle's for a
+ * finite da). Groups past ng repeat the last one and are not stored. */
+enum { Q8_GROUPS = 8 };
+
+XI_INLINE void q8_pk_row(float *y, const uint8_t *a0, const lc_rows *lr, const uint8_t *w0, size_t rb, int ng,
+                         int64_t nb) {
+    const uint8_t *g[Q8_GROUPS];
+    for (int j = 0; j < Q8_GROUPS; j++) g[j] = w0 + (size_t)XI_MIN(j, ng - 1) * 8 * rb;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[Q8_GROUPS];
+    for (int j = 0; j < Q8_GROUPS; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *aq = a0 + (size_t)i * 34 + 2;
+        const __m256 dav = _mm256_set1_ps(lr->da[i]);
+#pragma GCC unroll 8
+        for (int j = 0; j < Q8_GROUPS; j++) {
+            const uint8_t *b = g[j] + (size_t)i * 272;
+            __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int u = 0; u < 8; u++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * u));
+                const __m256i p = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(bcast4(aq + 4 * u), v)), ones);
+                s = u ? _mm256_add_epi32(s, p) : p;
+            }
+            const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b)), dav);
+            acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(s)));
+        }
+    }
+    for (int j = 0; j < ng; j++) _mm256_storeu_ps(y + 8 * j, acc[j]);
+}
+
 /* Rows [0, rows) x columns [n0, n1) of a packed weight (the panel types only, gq_pack.h):
  * whole column tiles here, one row from the packed blocks, more through a panel filled from
  * them; the columns of a tile that n0 or n1 cut (never xi_matmul's splits, multiples of 16)
@@ -1186,6 +1223,12 @@ XI_INLINE void gq_run_pk(const int T, float *y, int64_t ldy, const uint8_t *act,
     if (!panel_prepare(T, act, as, rows, nb, &lr) ||
         (rows > 1 && !(panel = xi_kernel_scratch(11, (size_t)(nb * panel_vecs(T)) * 32)))) {
         xi_matmul_gq_ref(y, ldy, act, as, rows, w, t0, t1);
+        return;
+    }
+    if (T == T_Q8_0 && rows == 1) {
+        for (int64_t n = t0; n < t1; n += 8 * Q8_GROUPS)
+            q8_pk_row(y + n, act, &lr, (const uint8_t *)w->data + (size_t)n * rb, rb,
+                      (int)XI_MIN((int64_t)Q8_GROUPS, (t1 - n) / 8), nb);
         return;
     }
     for (int64_t c0 = 0; c0 < rows; c0 += ROW_CHUNK) {

@@ -3,7 +3,6 @@
  * depends only on that token's query and keys, so decode and prefill give the same bits. */
 #include <math.h>
 
-#include "kernels/qtypes.h"
 #include "kernels/x86/avx2_common.h"
 
 /* The attention loop's exponential: avx2_exp's, as avx2_attn.c computes 8 at a time. */
@@ -83,25 +82,18 @@ static void avx2_silu_mul(float *y, const float *gate, const float *up, int64_t 
     }
 }
 
-#define AVX2_TABLE(nm, prec, other, mm, mq, qb, gq, qa, gqb, gqt)                            \
+#define AVX2_TABLE(nm, prec, other, mm, mq, qb, gq, qa, gqb)                                 \
     {                                                                                          \
         .name = nm, .precision = prec, .twin = &other, .weight_block = 8, .q4_block = 16,       \
-        .gq_block = gqb, .gq_pack_types = gqt,                                                 \
+        .gq_block = gqb,                                                                       \
         .matmul = mm, .attn = xi_avx2_attn, .rmsnorm = avx2_rmsnorm,                \
         .silu_mul = avx2_silu_mul, .matmul_q = mq, .quantize_block = qb,                        \
         .matmul_gq = gq, .quantize_act = qa,                                                    \
     }
 static const xi_ops avx2_int8;
-/* The GGML types avx2_gq.c reads fastest packed. Q8_0 stays as stored: its packed one-row
- * tile reads one group of 8 rows at a time, a single stream, slower from memory than the 8
- * interleaved rows of the stored tile (Qwen3-8B shape, 4 layers, 1 thread, Zen 1: 12.3 vs
- * 14.5 tok/s stored; Q4_0 19.0 vs 17.5 packed, Q4_K_M's Q4_K layers and Qwen2.5-0.5B Q4_K_M
- * 43 vs 36). avx512_gq.c's one-row Q8_0 / Q4_0 tiles read 8 groups at once and take it. */
-#define GQ_PACK_AVX2 (1u << XI_GGML_Q4_0 | 1u << XI_GGML_Q5_0 | 1u << XI_GGML_Q4_K | 1u << XI_GGML_Q6_K)
-#define GQ_PACK_AVX512 (GQ_PACK_AVX2 | 1u << XI_GGML_Q8_0)
-static const xi_ops avx2_ops = AVX2_TABLE("avx2", "exact", avx2_int8, xi_avx2_matmul, NULL, NULL, NULL, NULL, 0, 0);
+static const xi_ops avx2_ops = AVX2_TABLE("avx2", "exact", avx2_int8, xi_avx2_matmul, NULL, NULL, NULL, NULL, 0);
 static const xi_ops avx2_int8 = AVX2_TABLE("avx2", "int8", avx2_ops, xi_avx2_matmul, xi_matmul_q_avx2, xi_qx_quantize_block_avx2,
-                                           xi_matmul_gq_avx2, xi_gq_quantize_act_avx2, 8, GQ_PACK_AVX2);
+                                           xi_matmul_gq_avx2, xi_gq_quantize_act_avx2, 8);
 
 const xi_ops *xi_ops_avx2(void) { return &avx2_ops; }
 
@@ -110,8 +102,8 @@ const xi_ops *xi_ops_avx2(void) { return &avx2_ops; }
  * for AVX2) so that only those ops, once dispatch.c has seen the CPU's AVX-512 F/BW/VL/VNNI,
  * run AVX-512 code. */
 static const xi_ops avx512_int8;
-static const xi_ops avx512_ops = AVX2_TABLE("avx512", "exact", avx512_int8, xi_avx512_matmul, NULL, NULL, NULL, NULL, 0, 0);
+static const xi_ops avx512_ops = AVX2_TABLE("avx512", "exact", avx512_int8, xi_avx512_matmul, NULL, NULL, NULL, NULL, 0);
 static const xi_ops avx512_int8 = AVX2_TABLE("avx512", "int8", avx512_ops, xi_avx512_matmul, xi_matmul_q_avx512, xi_qx_quantize_block_avx2,
-                                             xi_matmul_gq_avx512, xi_gq_quantize_act_avx2, 8, GQ_PACK_AVX512);
+                                             xi_matmul_gq_avx512, xi_gq_quantize_act_avx2, 8);
 
 const xi_ops *xi_ops_avx512(void) { return &avx512_ops; }
