@@ -132,15 +132,43 @@ XI_INLINE void q8_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
         for (int c = 0; c < NB; c++) bstore(y + r * ldy + c * 8, af[r][c], w->scale + b * 8, c, lo, hi);
 }
 
-/* The same for a Q4_AWQ weight; the activation block is the group (a multiple of 8). */
-XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int64_t r0,
-                       const xi_weight *w, int64_t b, int64_t lo, int64_t hi) {
-    const int64_t K = x->n_in, G = x->nb, gs = x->bs;
-    const size_t bs = (size_t)(4 * K);
-    const uint8_t *blk = (const uint8_t *)w->data + (size_t)b * bs;
+/* One step of 16 inputs from k (8 unless full: the upper lanes' codes 0, not read) of a
+ * Q4_AWQ weight into ai (low nibbles) and aj (high; ai too unless two). full and pf are
+ * constants at every call, so the step has no branch and the accumulators stay in registers. */
+XI_INLINE void q4_step(int R, int NB, int two, __m512i ai[4][4], __m512i aj[4][4], const uint8_t *blk,
+                       size_t bs, const xi_qx *x, int64_t r0, int64_t k, int full, int pf) {
+    const int64_t K = x->n_in;
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m512i ilo = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
                   ihi = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
+    __m512i wl[4], wh[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NB; c++) {
+        const void *p = blk + (size_t)c * bs + k * 4;
+        if (pf) qdot_prefetch(blk, c, NB, bs, (size_t)k * 4);
+        const __m512i v = full ? _mm512_loadu_si512(p) : lower_half(_mm256_loadu_si256(p));
+        wl[c] = _mm512_and_si512(v, m4);
+        wh[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        const int8_t *q = x->q + (r0 + r) * K + k;
+        const __m512i xl = full ? act16(q, ilo) : act8(q, ilo), xh = full ? act16(q, ihi) : act8(q, ihi);
+#pragma GCC unroll 4
+        for (int c = 0; c < NB; c++) {
+            ai[r][c] = _mm512_dpbusd_epi32(ai[r][c], wl[c], xl);
+            if (two) aj[r][c] = _mm512_dpbusd_epi32(aj[r][c], wh[c], xh);
+            else ai[r][c] = _mm512_dpbusd_epi32(ai[r][c], wh[c], xh);
+        }
+    }
+}
+
+/* The same for a Q4_AWQ weight; the activation block is the group (a multiple of 8). */
+XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int64_t r0,
+                       const xi_weight *w, int64_t b, int64_t lo, int64_t hi) {
+    const int64_t G = x->nb, gs = x->bs;
+    const size_t bs = (size_t)(4 * x->n_in);
+    const uint8_t *blk = (const uint8_t *)w->data + (size_t)b * bs;
     const int two = R * NB <= 4; /* the high nibbles' products in a chain of their own */
     const int pf = r0 % ROW_BLOCK == 0; /* the first row tile of a row block */
     __m256 af[4][4], st[4][8];
@@ -151,30 +179,13 @@ XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
         ZERO_ACC(ai, _mm512_setzero_si512())
         ZERO_ACC(aj, _mm512_setzero_si512())
         const int64_t ke = (g + 1) * gs;
-        for (int64_t k = g * gs; k < ke; k += 16) {
-            const int full = k + 16 <= ke; /* else 8 inputs: upper lanes' codes 0, not read */
-            __m512i wl[4], wh[4];
-#pragma GCC unroll 4
-            for (int c = 0; c < NB; c++) {
-                const void *p = blk + (size_t)c * bs + k * 4;
-                if (pf) qdot_prefetch(blk, c, NB, bs, (size_t)k * 4);
-                const __m512i v = full ? _mm512_loadu_si512(p) : lower_half(_mm256_loadu_si256(p));
-                wl[c] = _mm512_and_si512(v, m4);
-                wh[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            }
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++) {
-                const int8_t *q = x->q + (r0 + r) * K + k;
-                const __m512i xl = full ? act16(q, ilo) : act8(q, ilo),
-                              xh = full ? act16(q, ihi) : act8(q, ihi);
-#pragma GCC unroll 4
-                for (int c = 0; c < NB; c++) {
-                    ai[r][c] = _mm512_dpbusd_epi32(ai[r][c], wl[c], xl);
-                    if (two) aj[r][c] = _mm512_dpbusd_epi32(aj[r][c], wh[c], xh);
-                    else ai[r][c] = _mm512_dpbusd_epi32(ai[r][c], wh[c], xh);
-                }
-            }
-        }
+        int64_t k = g * gs;
+        if (pf) qdot_prefetch_params(w, (b + NB) * 8, NB, g);
+        if (pf)
+            for (; k + 16 <= ke; k += 16) q4_step(R, NB, two, ai, aj, blk, bs, x, r0, k, 1, 1);
+        else
+            for (; k + 16 <= ke; k += 16) q4_step(R, NB, two, ai, aj, blk, bs, x, r0, k, 1, 0);
+        if (k < ke) q4_step(R, NB, two, ai, aj, blk, bs, x, r0, k, 0, pf);
 #pragma GCC unroll 4
         for (int c = 0; c < NB; c++) {
             __m256 sv;
