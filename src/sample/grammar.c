@@ -9,6 +9,12 @@
 #include "sample/grammar_internal.h"
 
 #define XG_MAX_FRAMES (1 << 22)
+/* The (pos, parent) pairs one step's closures may visit. Nested optional repetitions make the
+ * closure grow with the product of their counts (fuzzing found a regex of a hundred ?s repeated
+ * {704} and {352} times whose start state took over 11 s); the JSON, choice and tool grammars
+ * visit at most thousands. Past it the step fails, and a grammar whose start state passes it
+ * is refused at compile with a message. */
+#define XG_MAX_VISITS (1 << 20)
 
 void xi_grammar_free(xi_grammar *g) {
     if (!g) return;
@@ -86,6 +92,20 @@ xi_grammar *xi_grammar_compile(xi_grammar_kind kind, const char *src, size_t len
         g = flatten(&b, root);
         if (!g) xi_errf(err, errlen, "grammar: out of memory");
     }
+    xi_grammar_state st;
+    if (g) {
+        const int bad = xi_grammar_state_init(g, &st);
+        xi_grammar_state_free(&st);
+        if (bad && g->too_complex)
+            xi_errf(err, errlen, "grammar: too complex (its start state needs more than %d expansion steps; "
+                    "simplify nested repetitions)", XG_MAX_VISITS);
+        else if (bad)
+            xi_errf(err, errlen, "grammar: out of memory");
+        if (bad) {
+            xi_grammar_free(g);
+            g = NULL;
+        }
+    }
     xg_free(&b);
     return g;
 }
@@ -158,6 +178,7 @@ static void add_id(idset *s, uint32_t id) {
 /* Start a closure: an empty visited set. */
 static void visit_reset(xi_grammar *g) {
     g->n_visit = 0;
+    g->too_complex = 0;
     if (++g->gen == 0) { /* wrapped: every stamp is stale again */
         if (g->visit_gen) memset(g->visit_gen, 0, (size_t)g->visit_cap * sizeof *g->visit_gen);
         g->gen = 1;
@@ -202,6 +223,10 @@ static int visit_grow(xi_grammar *g) {
  * Out of memory counts as seen, which ends that branch of the closure. */
 static int visited(xi_grammar *g, uint32_t pos, uint32_t parent) {
     const uint64_t key = (uint64_t)pos << 32 | parent;
+    if (g->n_visit >= XG_MAX_VISITS) {
+        g->too_complex = 1;
+        return 1;
+    }
     if (2 * (g->n_visit + 1) > g->visit_cap && visit_grow(g)) return 1;
     for (size_t i = visit_slot(key, g->visit_cap);; i = (i + 1) & (size_t)(g->visit_cap - 1)) {
         if (g->visit_gen[i] != g->gen) {
@@ -301,6 +326,7 @@ int xg_step(xi_grammar *g, const uint32_t *in, int n_in, uint8_t c, uint32_t **o
         const uint8_t *set = g->sets[g->elems[f.pos]];
         if (set[c >> 3] >> (c & 7) & 1) closure(g, f.pos + 1, f.parent, &s);
     }
+    if (g->too_complex) s.oom = 1;
     return finish_set(&s);
 }
 
@@ -312,6 +338,7 @@ int xi_grammar_state_init(xi_grammar *g, xi_grammar_state *st) {
     visit_reset(g);
     const uint32_t r = (uint32_t)g->root;
     for (uint32_t a = g->rule_alts[r]; a < g->rule_alts[r + 1]; a++) closure(g, g->alt_start[a], 0, &s);
+    if (g->too_complex) s.oom = 1;
     st->n = finish_set(&s);
     return st->n < 0 ? -1 : 0;
 }

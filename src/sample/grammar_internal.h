@@ -119,6 +119,7 @@ struct xi_grammar {
     uint32_t *visit_gen;    /* [visit_cap] the generation each slot was written in */
     uint32_t gen;
     int n_visit, visit_cap; /* n_visit: keys of this generation */
+    int too_complex;        /* this generation's closures passed XG_MAX_VISITS pairs */
     uint64_t *cstack;       /* the closure's pending (pos << 32 | parent) */
     int cstack_cap;
     /* mask cache, per element position (built for one token table) */
