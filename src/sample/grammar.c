@@ -92,8 +92,8 @@ xi_grammar *xi_grammar_compile(xi_grammar_kind kind, const char *src, size_t len
         g = flatten(&b, root);
         if (!g) xi_errf(err, errlen, "grammar: out of memory");
     }
-    xi_grammar_state st;
     if (g) {
+        xi_grammar_state st;
         const int bad = xi_grammar_state_init(g, &st);
         xi_grammar_state_free(&st);
         if (bad && g->too_complex)

@@ -153,8 +153,7 @@ XI_INLINE __m256 group_add(__m256 acc, __m256i S, __m256i zv, __m256 sv, int32_t
  * columns from column n, a slice per group g of G: their rows are contiguous (w->scale and
  * w->zero are [n_out][G]), 8 * NB * G * 5 bytes in all. Prefetches past the weight's last
  * column never fault. */
-XI_INLINE void qdot_prefetch_params(const xi_weight *w, int64_t n, int NB, int64_t g) {
-    const int64_t G = (w->n_in + w->group_size - 1) / w->group_size;
+XI_INLINE void qdot_prefetch_params(const xi_weight *w, int64_t n, int NB, int64_t g, int64_t G) {
     const size_t span = (size_t)(8 * NB), per = span * 4; /* scale bytes per group of the region */
     const char *s = (const char *)(w->scale + n * G), *z = (const char *)(w->zero + n * G);
     for (size_t o = (size_t)g * per; o < (size_t)(g + 1) * per; o += 64) _mm_prefetch(s + o, _MM_HINT_T0);

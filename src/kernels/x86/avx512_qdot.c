@@ -180,11 +180,12 @@ XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
         ZERO_ACC(aj, _mm512_setzero_si512())
         const int64_t ke = (g + 1) * gs;
         int64_t k = g * gs;
-        if (pf) qdot_prefetch_params(w, (b + NB) * 8, NB, g);
-        if (pf)
+        if (pf) {
+            qdot_prefetch_params(w, (b + NB) * 8, NB, g, G);
             for (; k + 16 <= ke; k += 16) q4_step(R, NB, two, ai, aj, blk, bs, x, r0, k, 1, 1);
-        else
+        } else {
             for (; k + 16 <= ke; k += 16) q4_step(R, NB, two, ai, aj, blk, bs, x, r0, k, 1, 0);
+        }
         if (k < ke) q4_step(R, NB, two, ai, aj, blk, bs, x, r0, k, 0, pf);
 #pragma GCC unroll 4
         for (int c = 0; c < NB; c++) {
