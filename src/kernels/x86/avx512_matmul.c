@@ -1,6 +1,7 @@
 /* kernels/x86/avx512_matmul: the fp32 matmul (xi_ops.matmul) of the avx512 tables: AVX-512 F
  * GEMM tiles for the dense blocked layout (block 8: F32, F16, BF16, Q8 unscaled, kernels.h)
- * from GEMM_MIN_ROWS rows (8, F32 64), avx2's matmul for everything else.
+ * from GEMM_MIN_ROWS rows (8, F32 64), a prefetching one-row GEMV for F16 and BF16 rows of
+ * up to GEMV_MAX_K inputs, avx2's matmul for everything else.
  *
  * avx2_matmul.c sums the blocked layout with lanes as columns: column n of row r is one f32
  * chain acc = fma(x[r, k], W[n, k], acc) from 0, k ascending, then (Q8) acc * scale[n]. These
@@ -130,9 +131,146 @@ static int blocked_gemm(float *y, int64_t ldy, const float *x, int64_t ldx, int6
     return 0;
 }
 
+/* One row of a blocked 16-bit weight (decode, and a 16-bit lm_head), 16 columns (two blocks)
+ * per zmm: each input k widens the two blocks' 8 values at k (F16: one vcvtph2ps; BF16: the
+ * input pair's 32 bytes of both blocks, shifted and masked) and runs avx2's chain per lane
+ * (acc = fma(x[k], W[n, k], acc) from 0, k ascending), so the bits are avx2's. A one-row GEMV
+ * is bound by how fast memory comes in, not by the conversions: every 64 bytes of each of the
+ * tile's 8 block streams, the line GEMV_PF bytes ahead is prefetched (avx2's tile leaves F16
+ * to the hardware prefetchers, which measured faster on AVX2-only CPUs). Zen 5, 1 thread,
+ * bench_kernels --gemv, 4 alternating runs, GB/s, avx2's tile -> this: F16 4864x896 22-23 ->
+ * 25-27, 151936x896 23-25 -> 27-29; BF16 24-25 -> 26-27 and 26-27 -> 27-30. Rows of 4864
+ * inputs (896x4864) ran slower here than in avx2's tile (F16 27-29 -> 25-26, with or without
+ * the prefetches), so rows longer than GEMV_MAX_K stay there. */
+#define GEMV_NB 8    /* blocks (8 columns) per one-row tile */
+#define GEMV_PF 1024 /* prefetch distance per block stream, bytes */
+#define GEMV_MAX_K 2048 /* longer rows: avx2's tile */
+
+/* the 8 f16 at a, then the 8 at b, as f32 (SIMDe's build converts each half with F16C) */
+XI_INLINE __m512 f16_blocks2(const char *a, const char *b) {
+    const __m128i lo = _mm_loadu_si128((const __m128i *)a), hi = _mm_loadu_si128((const __m128i *)b);
+#ifdef XI_AVX512_EMULATED
+    float f[16];
+    _mm256_storeu_ps(f, _mm256_cvtph_ps(lo));
+    _mm256_storeu_ps(f + 8, _mm256_cvtph_ps(hi));
+    return _mm512_loadu_ps(f);
+#else
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+#endif
+}
+/* the 8 bf16 at a, then the 8 at b (an unpaired last input), as f32 */
+XI_INLINE __m512 bf16_blocks2(const char *a, const char *b) {
+    const __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)a)),
+                  hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)b));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), 16));
+}
+/* the 32 bytes of an input pair (kernels.h) at a, then at b */
+XI_INLINE __m512i bf16_pairs2(const char *a, const char *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+#define FMA_BF16_PAIR(acc, xp, v)                                                               \
+    do {                                                                                        \
+        acc = _mm512_fmadd_ps(_mm512_set1_ps((xp)[0]), _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), acc); \
+        acc = _mm512_fmadd_ps(_mm512_set1_ps((xp)[1]),                                          \
+                              _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u))), acc); \
+    } while (0)
+
+/* NP pairs of blocks of format t from blk (the last pair's second block is its first again
+ * when nb is odd: the same lines, its lanes not stored); columns [lo, hi) of the tile are
+ * stored. */
+XI_INLINE void row16_tile(xi_dtype t, int NP, int nb, float *y, const float *x, const char *blk,
+                          size_t bs, int64_t K, int64_t lo, int64_t hi) {
+    const char *pa[GEMV_NB / 2], *pb[GEMV_NB / 2];
+    __m512 acc[GEMV_NB / 2];
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; p++) {
+        pa[p] = blk + (size_t)(2 * p) * bs;
+        pb[p] = 2 * p + 1 < nb ? pa[p] + bs : pa[p];
+        acc[p] = _mm512_setzero_ps();
+    }
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+        if ((size_t)(k * 16) + GEMV_PF < bs) {
+#pragma GCC unroll 4
+            for (int p = 0; p < NP; p++) {
+                _mm_prefetch(pa[p] + k * 16 + GEMV_PF, _MM_HINT_T0);
+                _mm_prefetch(pb[p] + k * 16 + GEMV_PF, _MM_HINT_T0);
+            }
+        }
+        if (t == XI_BF16) {
+#pragma GCC unroll 2
+            for (int u = 0; u < 4; u += 2)
+#pragma GCC unroll 4
+                for (int p = 0; p < NP; p++) {
+                    const __m512i v = bf16_pairs2(pa[p] + (k + u) * 16, pb[p] + (k + u) * 16);
+                    FMA_BF16_PAIR(acc[p], x + k + u, v);
+                }
+        } else {
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) {
+                const __m512 xb = _mm512_set1_ps(x[k + u]);
+#pragma GCC unroll 4
+                for (int p = 0; p < NP; p++)
+                    acc[p] = _mm512_fmadd_ps(xb, f16_blocks2(pa[p] + (k + u) * 16, pb[p] + (k + u) * 16), acc[p]);
+            }
+        }
+    }
+    if (t == XI_BF16)
+        for (; k + 2 <= K; k += 2)
+#pragma GCC unroll 4
+            for (int p = 0; p < NP; p++) {
+                const __m512i v = bf16_pairs2(pa[p] + k * 16, pb[p] + k * 16);
+                FMA_BF16_PAIR(acc[p], x + k, v);
+            }
+    for (; k < K; k++) {
+        const __m512 xb = _mm512_set1_ps(x[k]);
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; p++)
+            acc[p] = _mm512_fmadd_ps(xb, t == XI_BF16 ? bf16_blocks2(pa[p] + k * 16, pb[p] + k * 16)
+                                                      : f16_blocks2(pa[p] + k * 16, pb[p] + k * 16),
+                                     acc[p]);
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; p++) {
+        float o[16];
+        _mm512_storeu_ps(o, acc[p]);
+        const int64_t c0 = XI_MAX(lo, (int64_t)p * 16), c1 = XI_MIN(hi, XI_MIN((int64_t)p * 16 + 16, (int64_t)nb * 8));
+        for (int64_t c = c0; c < c1; c++) y[c] = o[c - p * 16];
+    }
+}
+
+typedef void (*row16_fn)(int, float *, const float *, const char *, size_t, int64_t, int64_t, int64_t);
+#define ROW16_FN(T, NP)                                                                         \
+    static void row16_##T##_##NP(int nb, float *y, const float *x, const char *blk, size_t bs,  \
+                                 int64_t K, int64_t lo, int64_t hi) {                           \
+        row16_tile(XI_##T, NP, nb, y, x, blk, bs, K, lo, hi);                                   \
+    }
+ROW16_FN(F16, 1) ROW16_FN(F16, 2) ROW16_FN(F16, 3) ROW16_FN(F16, 4)
+ROW16_FN(BF16, 1) ROW16_FN(BF16, 2) ROW16_FN(BF16, 3) ROW16_FN(BF16, 4)
+static const row16_fn ROW16[2][GEMV_NB / 2] = {{row16_F16_1, row16_F16_2, row16_F16_3, row16_F16_4},
+                                               {row16_BF16_1, row16_BF16_2, row16_BF16_3, row16_BF16_4}};
+
+/* Columns [n0, n1) of one row x of a blocked F16 or BF16 weight. */
+static void row16_gemv(float *y, const float *x, const xi_weight *w, int64_t n0, int64_t n1) {
+    const int64_t K = w->n_in, b0 = n0 / 8, b1 = (n1 + 7) / 8;
+    const size_t bs = (size_t)(16 * K);
+    const row16_fn *fns = ROW16[w->dtype == XI_BF16];
+    for (int64_t b = b0; b < b1; b += GEMV_NB) {
+        const int nb = (int)XI_MIN((int64_t)GEMV_NB, b1 - b);
+        fns[(nb + 1) / 2 - 1](nb, y + b * 8, x, (const char *)w->data + (size_t)b * bs, bs, K,
+                              XI_MAX(n0 - b * 8, 0), n1 - b * 8);
+    }
+}
+
 void MM512_FN(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
               const xi_weight *w, int64_t n0, int64_t n1) {
     const int dense = w->dtype == XI_F32 || w->dtype == XI_F16 || w->dtype == XI_BF16 || w->dtype == XI_Q8;
+    if (w->block == 8 && (w->dtype == XI_F16 || w->dtype == XI_BF16) && rows == 1 && w->n_in <= GEMV_MAX_K &&
+        n1 > n0) {
+        row16_gemv(y, x, w, n0, n1);
+        return;
+    }
     if (w->block != 8 || !dense || rows < GEMM_MIN_ROWS(w->dtype) || n1 <= n0 ||
         blocked_gemm(y, ldy, x, ldx, rows, w, n0, n1))
         xi_avx2_matmul(y, ldy, x, ldx, rows, w, n0, n1);
