@@ -78,52 +78,100 @@ XI_INLINE void q8_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int
             bstore(y + r * ldy + c * 8, af[r][c], w->scale + b * 8, c, lo, hi);
 }
 
-/* The same for a Q4_AWQ weight; the activation block is the group. */
+/* One step of 8 inputs from k of a Q4_AWQ weight into the int16 sums a16 (low nibbles times
+ * inputs k..k+3, high times k+4..k+7); pf is a constant at every call, so the step has no
+ * branch and the sums stay in registers. */
+XI_INLINE void q4_step(int R, int NB, __m256i a16[4][4], const uint8_t *blk, size_t bs,
+                       const xi_qx *x, int64_t r0, int64_t k, int pf) {
+    const int64_t K = x->n_in;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i wl[4], wh[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NB; c++) {
+        if (pf) qdot_prefetch(blk, c, NB, bs, (size_t)k * 4);
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + (size_t)c * bs + k * 4));
+        wl[c] = _mm256_and_si256(v, m4);
+        wh[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        const int8_t *q = x->q + (r0 + r) * K + k;
+        const __m256i x0 = bcast4(q), x1 = bcast4(q + 4);
+#pragma GCC unroll 4
+        for (int c = 0; c < NB; c++)
+            a16[r][c] = _mm256_add_epi16(a16[r][c], _mm256_add_epi16(_mm256_maddubs_epi16(wl[c], x0),
+                                                                     _mm256_maddubs_epi16(wh[c], x1)));
+    }
+}
+
+/* ai += the int16 sums a16, widened */
+XI_INLINE void q4_widen(int R, int NB, __m256i ai[4][4], __m256i a16[4][4]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NB; c++) ai[r][c] = _mm256_add_epi32(ai[r][c], _mm256_madd_epi16(a16[r][c], ones));
+}
+
+/* One group's integer sums, inputs [k, ke), into ai (zeroed here). Tiles of up to 4
+ * accumulators sum 4 steps in int16 first (4 x 7620 = 30480 < 32767) and widen once per 32
+ * inputs: a quarter of the vpmaddwd, which shares the one multiply pipe with vpmaddubsw on
+ * Zen 1 / Hygon. Larger tiles have no registers left for it and widen every step. The
+ * prefetches (pf, a constant) go once per 16 inputs, 64 bytes of each block's stream. */
+XI_INLINE void q4_group(int R, int NB, __m256i ai[4][4], const uint8_t *blk, size_t bs,
+                        const xi_qx *x, int64_t r0, int64_t k, int64_t ke, int pf) {
+    __m256i a16[4][4];
+    ZERO_ACC(ai, _mm256_setzero_si256())
+    if (R * NB <= 4) {
+        for (; k + 32 <= ke; k += 32) {
+            ZERO_ACC(a16, _mm256_setzero_si256())
+            q4_step(R, NB, a16, blk, bs, x, r0, k, pf);
+            q4_step(R, NB, a16, blk, bs, x, r0, k + 8, 0);
+            q4_step(R, NB, a16, blk, bs, x, r0, k + 16, pf);
+            q4_step(R, NB, a16, blk, bs, x, r0, k + 24, 0);
+            q4_widen(R, NB, ai, a16);
+        }
+        if (k < ke) {
+            ZERO_ACC(a16, _mm256_setzero_si256())
+            for (; k < ke; k += 8) q4_step(R, NB, a16, blk, bs, x, r0, k, pf);
+            q4_widen(R, NB, ai, a16);
+        }
+    } else {
+        for (; k + 16 <= ke; k += 16) {
+            ZERO_ACC(a16, _mm256_setzero_si256())
+            q4_step(R, NB, a16, blk, bs, x, r0, k, pf);
+            q4_widen(R, NB, ai, a16);
+            ZERO_ACC(a16, _mm256_setzero_si256())
+            q4_step(R, NB, a16, blk, bs, x, r0, k + 8, 0);
+            q4_widen(R, NB, ai, a16);
+        }
+        if (k < ke) {
+            ZERO_ACC(a16, _mm256_setzero_si256())
+            q4_step(R, NB, a16, blk, bs, x, r0, k, pf);
+            q4_widen(R, NB, ai, a16);
+        }
+    }
+}
+
+/* The same as q8_tile for a Q4_AWQ weight; the activation block is the group (a multiple of
+ * 8). The first row tile of a row block also prefetches the next column group's scales and
+ * zero points, a group's worth each group. */
 XI_INLINE void q4_tile(int R, int NB, float *y, int64_t ldy, const xi_qx *x, int64_t r0,
                        const xi_weight *w, int64_t b, int64_t lo, int64_t hi) {
-    const int64_t K = x->n_in, G = x->nb, gs = x->bs;
-    const size_t bs = (size_t)(4 * K);
+    const int64_t G = x->nb, gs = x->bs;
+    const size_t bs = (size_t)(4 * x->n_in);
     const uint8_t *blk = (const uint8_t *)w->data + (size_t)b * bs;
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
     const int pf = r0 % ROW_BLOCK == 0;
     __m256 af[4][4], st[4][8];
     __m256i zt[4][8];
     ZERO_ACC(af, _mm256_setzero_ps())
     for (int64_t g = 0; g < G; g++) {
         __m256i ai[4][4];
-        ZERO_ACC(ai, _mm256_setzero_si256())
-        /* Tiles of up to 4 accumulators sum up to 4 steps in int16 first (4 x 7620 = 30480
-         * < 32767) and widen once per 32 inputs: a quarter of the vpmaddwd, which shares the
-         * one multiply pipe with vpmaddubsw on Zen 1 / Hygon. Larger tiles have no registers
-         * left for it and widen every step. */
-        const int64_t span = R * NB <= 4 ? 32 : 8;
-        for (int64_t k = g * gs; k < (g + 1) * gs;) {
-            const int64_t ke = XI_MIN((g + 1) * gs, k + span);
-            __m256i a16[4][4];
-            ZERO_ACC(a16, _mm256_setzero_si256())
-            for (; k < ke; k += 8) {
-                __m256i wl[4], wh[4];
-#pragma GCC unroll 4
-                for (int c = 0; c < NB; c++) {
-                    if (pf && k % 16 == 0) qdot_prefetch(blk, c, NB, bs, (size_t)k * 4);
-                    const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + (size_t)c * bs + k * 4));
-                    wl[c] = _mm256_and_si256(v, m4);
-                    wh[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                }
-#pragma GCC unroll 4
-                for (int r = 0; r < R; r++) {
-                    const int8_t *q = x->q + (r0 + r) * K + k;
-                    const __m256i x0 = bcast4(q), x1 = bcast4(q + 4);
-#pragma GCC unroll 4
-                    for (int c = 0; c < NB; c++)
-                        a16[r][c] = _mm256_add_epi16(a16[r][c], _mm256_add_epi16(_mm256_maddubs_epi16(wl[c], x0),
-                                                                                 _mm256_maddubs_epi16(wh[c], x1)));
-                }
-            }
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-                for (int c = 0; c < NB; c++) ai[r][c] = _mm256_add_epi32(ai[r][c], _mm256_madd_epi16(a16[r][c], ones));
+        if (pf) {
+            qdot_prefetch_params(w, (b + NB) * 8, NB, g, G);
+            q4_group(R, NB, ai, blk, bs, x, r0, g * gs, (g + 1) * gs, 1);
+        } else {
+            q4_group(R, NB, ai, blk, bs, x, r0, g * gs, (g + 1) * gs, 0);
         }
 #pragma GCC unroll 4
         for (int c = 0; c < NB; c++) {
