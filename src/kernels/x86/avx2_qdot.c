@@ -104,9 +104,14 @@ XI_INLINE void q4_step(int R, int NB, __m256i a16[4][4], const uint8_t *blk, siz
     }
 }
 
-/* ai += the int16 sums a16, widened */
-XI_INLINE void q4_widen(int R, int NB, __m256i ai[4][4], __m256i a16[4][4]) {
+/* ai += the int16 sums of n steps from k (n a constant; pf on every other step) */
+XI_INLINE void q4_steps(int R, int NB, __m256i ai[4][4], const uint8_t *blk, size_t bs,
+                        const xi_qx *x, int64_t r0, int64_t k, int n, int pf) {
     const __m256i ones = _mm256_set1_epi16(1);
+    __m256i a16[4][4];
+    ZERO_ACC(a16, _mm256_setzero_si256())
+#pragma GCC unroll 4
+    for (int i = 0; i < n; i++) q4_step(R, NB, a16, blk, bs, x, r0, k + 8 * i, pf && i % 2 == 0);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
@@ -120,37 +125,15 @@ XI_INLINE void q4_widen(int R, int NB, __m256i ai[4][4], __m256i a16[4][4]) {
  * prefetches (pf, a constant) go once per 16 inputs, 64 bytes of each block's stream. */
 XI_INLINE void q4_group(int R, int NB, __m256i ai[4][4], const uint8_t *blk, size_t bs,
                         const xi_qx *x, int64_t r0, int64_t k, int64_t ke, int pf) {
-    __m256i a16[4][4];
     ZERO_ACC(ai, _mm256_setzero_si256())
-    if (R * NB <= 4) {
-        for (; k + 32 <= ke; k += 32) {
-            ZERO_ACC(a16, _mm256_setzero_si256())
-            q4_step(R, NB, a16, blk, bs, x, r0, k, pf);
-            q4_step(R, NB, a16, blk, bs, x, r0, k + 8, 0);
-            q4_step(R, NB, a16, blk, bs, x, r0, k + 16, pf);
-            q4_step(R, NB, a16, blk, bs, x, r0, k + 24, 0);
-            q4_widen(R, NB, ai, a16);
-        }
-        if (k < ke) {
-            ZERO_ACC(a16, _mm256_setzero_si256())
-            for (; k < ke; k += 8) q4_step(R, NB, a16, blk, bs, x, r0, k, pf);
-            q4_widen(R, NB, ai, a16);
-        }
-    } else {
+    if (R * NB <= 4)
+        for (; k + 32 <= ke; k += 32) q4_steps(R, NB, ai, blk, bs, x, r0, k, 4, pf);
+    else
         for (; k + 16 <= ke; k += 16) {
-            ZERO_ACC(a16, _mm256_setzero_si256())
-            q4_step(R, NB, a16, blk, bs, x, r0, k, pf);
-            q4_widen(R, NB, ai, a16);
-            ZERO_ACC(a16, _mm256_setzero_si256())
-            q4_step(R, NB, a16, blk, bs, x, r0, k + 8, 0);
-            q4_widen(R, NB, ai, a16);
+            q4_steps(R, NB, ai, blk, bs, x, r0, k, 1, pf);
+            q4_steps(R, NB, ai, blk, bs, x, r0, k + 8, 1, 0);
         }
-        if (k < ke) {
-            ZERO_ACC(a16, _mm256_setzero_si256())
-            q4_step(R, NB, a16, blk, bs, x, r0, k, pf);
-            q4_widen(R, NB, ai, a16);
-        }
-    }
+    for (; k < ke; k += 8) q4_steps(R, NB, ai, blk, bs, x, r0, k, 1, pf); /* a group's tail */
 }
 
 /* The same as q8_tile for a Q4_AWQ weight; the activation block is the group (a multiple of

@@ -72,6 +72,7 @@
 #include "base/base.h"
 #include "kernels/kernels.h"
 #include "kernels/qtypes.h"
+#include "kernels/x86/avx512_f16.h"
 
 #define XI_INLINE static inline __attribute__((always_inline))
 
@@ -101,20 +102,9 @@ XI_INLINE __m512i halves_add(__m512i a, __m512i b) {
     const __m512i hi = _mm512_inserti64x4(b, _mm512_extracti64x4_epi64(a, 1), 0);
     return _mm512_add_epi32(lo, hi);
 }
-/* the 8 f16 at a, then the 8 at b */
-XI_INLINE __m512 f16x8x2(const uint8_t *a, const uint8_t *b) {
-    uint16_t h[16];
-    memcpy(h, a, 16);
-    memcpy(h + 8, b, 16);
-    return f16x16(h);
-}
 #else
 XI_INLINE __m512i halves_add(__m512i a, __m512i b) {
     return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x44), _mm512_shuffle_i64x2(a, b, 0xee));
-}
-XI_INLINE __m512 f16x8x2(const uint8_t *a, const uint8_t *b) {
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
-                                                   _mm_loadu_si128((const __m128i *)b), 1));
 }
 XI_INLINE __m512 cvt_ps(__m512i v) { return _mm512_cvtepi32_ps(v); }
 XI_INLINE __m512 f16x16(const uint16_t *h) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)); }

@@ -27,6 +27,7 @@
 #endif
 
 #include "kernels/x86/avx2_common.h"
+#include "kernels/x86/avx512_f16.h"
 
 #ifdef XI_AVX512_EMULATED
 void xi_avx512_matmul_emulated(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
@@ -146,20 +147,8 @@ static int blocked_gemm(float *y, int64_t ldy, const float *x, int64_t ldx, int6
 #define GEMV_PF 1024 /* prefetch distance per block stream, bytes */
 #define GEMV_MAX_K 2048 /* longer rows: avx2's tile */
 
-/* the 8 f16 at a, then the 8 at b, as f32 (SIMDe's build converts each half with F16C) */
-XI_INLINE __m512 f16_blocks2(const char *a, const char *b) {
-    const __m128i lo = _mm_loadu_si128((const __m128i *)a), hi = _mm_loadu_si128((const __m128i *)b);
-#ifdef XI_AVX512_EMULATED
-    float f[16];
-    _mm256_storeu_ps(f, _mm256_cvtph_ps(lo));
-    _mm256_storeu_ps(f + 8, _mm256_cvtph_ps(hi));
-    return _mm512_loadu_ps(f);
-#else
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-#endif
-}
 /* the 8 bf16 at a, then the 8 at b (an unpaired last input), as f32 */
-XI_INLINE __m512 bf16_blocks2(const char *a, const char *b) {
+XI_INLINE __m512 bf16x8x2(const char *a, const char *b) {
     const __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)a)),
                   hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)b));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), 16));
@@ -212,7 +201,7 @@ XI_INLINE void row16_tile(xi_dtype t, int NP, int nb, float *y, const float *x, 
                 const __m512 xb = _mm512_set1_ps(x[k + u]);
 #pragma GCC unroll 4
                 for (int p = 0; p < NP; p++)
-                    acc[p] = _mm512_fmadd_ps(xb, f16_blocks2(pa[p] + (k + u) * 16, pb[p] + (k + u) * 16), acc[p]);
+                    acc[p] = _mm512_fmadd_ps(xb, f16x8x2(pa[p] + (k + u) * 16, pb[p] + (k + u) * 16), acc[p]);
             }
         }
     }
@@ -227,8 +216,8 @@ XI_INLINE void row16_tile(xi_dtype t, int NP, int nb, float *y, const float *x, 
         const __m512 xb = _mm512_set1_ps(x[k]);
 #pragma GCC unroll 4
         for (int p = 0; p < NP; p++)
-            acc[p] = _mm512_fmadd_ps(xb, t == XI_BF16 ? bf16_blocks2(pa[p] + k * 16, pb[p] + k * 16)
-                                                      : f16_blocks2(pa[p] + k * 16, pb[p] + k * 16),
+            acc[p] = _mm512_fmadd_ps(xb, t == XI_BF16 ? bf16x8x2(pa[p] + k * 16, pb[p] + k * 16)
+                                                      : f16x8x2(pa[p] + k * 16, pb[p] + k * 16),
                                      acc[p]);
     }
 #pragma GCC unroll 4
