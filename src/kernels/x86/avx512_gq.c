@@ -18,8 +18,8 @@
  * whole column tile once per chunk of 64 rows into this thread's scratch (slot 11) and runs
  * tiles of up to 4 rows over it from L1 / L2; one row (decode) fills a block (K types) or 8
  * blocks (Q8_0, Q4_0) at a time into a buffer on the stack and dots them at once, so the
- * codes go from memory through L1 once. One row of a packed Q8_0 weight (the loader's layout
- * for this table) has its own tile, with no fill: q8_pairs_row. A tile of fewer than 16 columns (the last one of a
+ * codes go from memory through L1 once. One row of a packed Q8_0 or Q4_0 weight (the loader's
+ * layout for this table) has its own tile, with no fill: q8_pairs_row, q4_pairs_row. A tile of fewer than 16 columns (the last one of a
  * range) repeats its last column in the missing lanes and stores only its own. While a
  * column tile is filled, the next one is prefetched in address order, as many bytes per
  * block as the fill reads (the 16 rows of weights are 16 interleaved streams otherwise).
@@ -539,9 +539,23 @@ XI_INLINE int rows_prepare(const int T, const uint8_t *act, size_t as, int64_t r
  * from memory (128 MiB of copies), Zen 5, of the read bandwidth at 896x4864 / 4864x896:
  * the stored layout's tile 0.71 / 0.78, this one 0.96 / 0.90 (3 alternating runs, medians;
  * one pair 0.75 / 0.62, two 0.90 / 0.85 in a single run). Q4_0's blocks, half the bytes,
- * measured slower this way than avx2's one-group packed tile, which they keep. A last tile
- * short of columns repeats its last group and stores only its own. */
+ * measured slower this way than avx2's one-group packed tile; they have q4_pairs_row. A last
+ * tile short of columns repeats its last group and stores only its own. */
 enum { Q8_PAIRS = 4 };
+
+/* The first cols columns of a pairs tile's accumulators (16 columns each) to y. */
+XI_INLINE void store_pairs(float *y, int cols, const __m512 *acc, int pairs) {
+    for (int j = 0; j < pairs; j++) {
+        const int c = cols - NC * j;
+        if (c >= NC) {
+            _mm512_storeu_ps(y + NC * j, acc[j]);
+        } else if (c > 0) {
+            float tmp[NC];
+            _mm512_storeu_ps(tmp, acc[j]);
+            memcpy(y + NC * j, tmp, (size_t)c * 4);
+        }
+    }
+}
 
 XI_INLINE void q8_pairs_row(float *y, int cols, const uint8_t *const *g, const __m512i *av, const row_terms *rt,
                             int64_t nb) {
@@ -568,25 +582,65 @@ XI_INLINE void q8_pairs_row(float *y, int cols, const uint8_t *const *g, const _
             acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_mul_ps(f16x8x2(a, b), dav), cvt_ps(s)));
         }
     }
-    for (int j = 0; j < Q8_PAIRS; j++) {
-        const int c = cols - NC * j;
-        if (c >= NC) {
-            _mm512_storeu_ps(y + NC * j, acc[j]);
-        } else if (c > 0) {
-            float tmp[NC];
-            _mm512_storeu_ps(tmp, acc[j]);
-            memcpy(y + NC * j, tmp, (size_t)c * 4);
+    store_pairs(y, cols, acc, Q8_PAIRS);
+}
+
+/* ---- one row of a packed Q4_0 weight (decode) ----
+ * A packed Q4_0 block of 8 columns is their 8 f16 d, then 4 units of 32 bytes, unit u lane
+ * c = column c's code bytes 4u .. 4u + 3 (low nibbles values 4u.., high 16 + 4u..). One
+ * 64-byte load is units 2m and 2m + 1 in its halves, and q8_pairs_row's 4 activation vectors
+ * of the block are Q4_0's too: av[m] (m < 2) the values of the low nibbles of units 2m, 2m + 1,
+ * av[2 + m] those of the high nibbles. So a group's block is 2 loads, 2 vpand of the low and 2
+ * of the shifted high nibbles, and 4 vpdpbusd, where avx2's tile spends 4 loads, 8 vpmaddubsw,
+ * 8 broadcasts of the activation and the int16 adds (one row of Q4_0 from L2 ran at about 1.2x
+ * the read bandwidth there, so it could not overlap its compute with the memory). Lane start
+ * -8 * sum(a), float steps as q8_pairs_row's: acc += (d * da) * (float)sumi per block in block
+ * order, the oracle's for a finite da. Memory: the Q4_PAIRS pairs of a tile are consecutive
+ * groups, and the next tile's blocks are prefetched at the same block index (one tile ahead,
+ * as avx2's one-group tile does): Q8_0's 8 streams far apart measured slower for Q4_0, and
+ * so did one pair (Zen 5, 1 thread, 4864x896 from memory: one pair 13.0-16.6 GB/s, avx2's
+ * tile 16.0-19.7, two pairs 20.8-22.8; 896x4864 12.8-16.9 -> 17.0-18.9 with two).
+ * |lane| <= 8 * 32 * 127 + 32 * 15 * 127 (gq_run's Q4_0 bound). */
+enum { Q4_PAIRS = 2 };
+
+XI_INLINE void q4_pairs_row(float *y, int cols, const uint8_t *const *g, const __m512i *av, const row_terms *rt,
+                            int64_t nb, const uint8_t *pf, size_t gstride) {
+    __m512 acc[Q4_PAIRS];
+    for (int j = 0; j < Q4_PAIRS; j++) acc[j] = _mm512_setzero_ps();
+    const __m512i m15 = mask8(15);
+    for (int64_t i = 0; i < nb; i++, av += 4) {
+        if (pf)
+            for (int j = 0; j < 2 * Q4_PAIRS; j++)
+                for (int l = 0; l < 144; l += 64) _mm_prefetch((const char *)pf + (size_t)j * gstride + (size_t)i * 144 + l, _MM_HINT_NTA);
+        const __m512 dav = _mm512_set1_ps(rt->da[i]);
+        const __m512i start = _mm512_set1_epi32(rt->tab[i]);
+#pragma GCC unroll 4
+        for (int j = 0; j < Q4_PAIRS; j++) {
+            __m512i e[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *b = g[2 * j + h] + (size_t)i * 144;
+                const __m512i v0 = _mm512_loadu_si512(b + 16), v1 = _mm512_loadu_si512(b + 80);
+                const __m512i l0 = _mm512_and_si512(v0, m15), h0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m15);
+                const __m512i l1 = _mm512_and_si512(v1, m15), h1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m15);
+                const __m512i ev = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), l0, av[0]), h0, av[2]);
+                const __m512i od = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), l1, av[1]), h1, av[3]);
+                e[h] = _mm512_add_epi32(ev, od);
+            }
+            const __m512i sm = _mm512_add_epi32(halves_add(e[0], e[1]), start);
+            acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_mul_ps(f16x8x2(g[2 * j] + (size_t)i * 144, g[2 * j + 1] + (size_t)i * 144), dav), cvt_ps(sm)));
         }
     }
+    store_pairs(y, cols, acc, Q4_PAIRS);
 }
 
 /* Columns [n0, n1) of one row, n0 a multiple of 8; 0 when a da is not finite or out of
  * memory (the caller takes another path). */
-XI_INLINE int q8_run_packed_row(float *y, const uint8_t *act, const xi_weight *w, int64_t n0, int64_t n1) {
+XI_INLINE int run_packed_row(const int T, float *y, const uint8_t *act, const xi_weight *w, int64_t n0, int64_t n1) {
     const int64_t nb = w->n_in / 32;
-    const size_t rb = (size_t)nb * 34;
+    const size_t rb = (size_t)nb * (size_t)t_block_bytes(T);
     row_terms rt;
-    if (!rows_prepare(T_Q8_0, act, 0, 1, nb, &rt)) return 0;
+    if (!rows_prepare(T, act, 0, 1, nb, &rt)) return 0;
     for (int64_t i = 0; i < nb; i++)
         if (!isfinite(rt.da[i])) return 0;
     __m512i *av = xi_kernel_scratch(11, (size_t)nb * 4 * 64);
@@ -600,12 +654,18 @@ XI_INLINE int q8_run_packed_row(float *y, const uint8_t *act, const xi_weight *w
             av[4 * i + k] = _mm512_inserti64x4(_mm512_set1_epi32(lo), _mm256_set1_epi32(hi), 1);
         }
     }
-    for (int64_t n = n0; n < n1; n += NC * Q8_PAIRS) {
-        const int cols = (int)XI_MIN((int64_t)NC * Q8_PAIRS, n1 - n);
+    const int pairs = T == T_Q8_0 ? Q8_PAIRS : Q4_PAIRS;
+    for (int64_t n = n0; n < n1; n += NC * pairs) {
+        const int cols = (int)XI_MIN((int64_t)NC * pairs, n1 - n);
         const uint8_t *g[2 * Q8_PAIRS];
-        for (int j = 0; j < 2 * Q8_PAIRS; j++) /* past cols: the last group again */
+        for (int j = 0; j < 2 * pairs; j++) /* past cols: the last group again */
             g[j] = (const uint8_t *)w->data + (size_t)(n + 8 * XI_MIN(j, (cols - 1) / 8)) * rb;
-        q8_pairs_row(y + n, cols, g, av, &rt, nb);
+        if (T == T_Q8_0) {
+            q8_pairs_row(y + n, cols, g, av, &rt, nb);
+        } else { /* the next tile's groups (a hint, never faults: the last may ask past n1) */
+            const uint8_t *pf = n + NC * pairs < n1 ? (const uint8_t *)w->data + (size_t)(n + NC * pairs) * rb : NULL;
+            q4_pairs_row(y + n, cols, g, av, &rt, nb, pf, 8 * rb);
+        }
     }
     return 1;
 }
@@ -615,10 +675,10 @@ XI_INLINE int gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, siz
                      int64_t rows, const xi_weight *w, int64_t n0, int64_t n1) {
     const int64_t nb = w->n_in / t_values(T);
     const size_t rb = (size_t)nb * (size_t)t_block_bytes(T);
-    /* packed (the loader's layout for this table): one row of Q8_0 goes to its own tile,
+    /* packed (the loader's layout for this table): one row of Q8_0 or Q4_0 goes to its own tile,
      * other types' to avx2's packed tiles, faster than a fill per block; panels read the
      * groups (n0, a multiple of 16, starts one) */
-    if (T == T_Q8_0 && w->block && rows == 1 && n0 % 8 == 0) return q8_run_packed_row(y, act, w, n0, n1);
+    if ((T == T_Q8_0 || T == T_Q4_0) && w->block && rows == 1 && n0 % 8 == 0) return run_packed_row(T, y, act, w, n0, n1);
     if (w->block && (rows == 1 || n0 % 8)) return 0;
     row_terms rt;
     if (!rows_prepare(T, act, as, rows, nb, &rt)) return 0;
