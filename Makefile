@@ -46,6 +46,7 @@ ifeq (,$(findstring clang,$(shell $(CC) --version 2>/dev/null)))
 $(BUILD)/src/kernels/x86/avx2_gq.o: XFLAGS += -fschedule-insns -fsched-pressure
 endif
 $(BUILD)/src/kernels/x86/avx512%.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
+$(BUILD)/src/kernels/x86/avx512_bf16.o: XFLAGS += -mavx512bf16
 $(BUILD)/src/kernels/arm/neon%.o:   XFLAGS := -march=armv8.2-a+fp16+dotprod
 
 # The MPI plugin for -tp > 1 (src/comm/), built when OpenMPI's development files are there;

@@ -1,14 +1,14 @@
 /* bench_accuracy: what 8-bit activations cost. The same model is loaded twice, with the
  * exact kernel precision (fp32 activations) and with int8 (integer dot products for AWQ and
- * int8 weights); the exact model decodes greedily from a fixed prompt (BOS and PROMPT - 1
+ * int8 weights; bf16 inputs for BF16 weights where the CPU has AVX-512 BF16); the exact model decodes greedily from a fixed prompt (BOS and PROMPT - 1
  * pseudo-random ids, or BOS alone with --bos-only, as trained models start a story), and
  * the int8 model is
  * fed the same tokens (teacher forcing), so every step compares the two logit rows for the
  * same context. Then the int8 model decodes on its own, to count how long greedy output
  * stays identical.
  *
- *   bench_accuracy --model DIR [--quantization auto|int8] [--tokens 64] [--threads N] [--bos-only 1]
- *                  [--compare precision|lm-head]
+ *   bench_accuracy --model DIR [--quantization auto|int8] [--dtype bfloat16] [--tokens 64] [--threads N]
+ *                  [--bos-only 1] [--compare precision|lm-head]
  *
  * With --compare lm-head, both run at the default kernel precision and differ only in the
  * lm_head: 16-bit as stored (the reference) against --lm-head-quantization int8.
@@ -98,6 +98,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) p.dir = argv[i + 1];
         else if (!strcmp(argv[i], "--quantization")) p.quantization = argv[i + 1];
+        else if (!strcmp(argv[i], "--dtype")) p.dtype = argv[i + 1];
         else if (!strcmp(argv[i], "--tokens")) n_tok = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) p.n_threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bos-only")) np = atoi(argv[i + 1]) ? 1 : PROMPT;
@@ -109,7 +110,7 @@ int main(int argc, char **argv) {
         }
     }
     if (!p.dir || n_tok < 1 || n_tok + PROMPT > MAX_TOKENS) {
-        fprintf(stderr, "usage: bench_accuracy --model DIR [--quantization auto|int8] [--tokens N<=%d] "
+        fprintf(stderr, "usage: bench_accuracy --model DIR [--quantization auto|int8] [--dtype bfloat16] [--tokens N<=%d] "
                         "[--threads N] [--bos-only 1] [--compare precision|lm-head]\n", MAX_TOKENS - PROMPT);
         return 2;
     }

@@ -217,10 +217,12 @@ TEST(test_responses_text_format_and_forced_function_calls) {
     json_decref(v);
     json_decref(resp);
     /* a named function and "required": function_call items whose arguments follow the
-     * parameters (the budgets of test_structured's forced calls) */
+     * parameters (the budgets of test_structured's forced calls). Under "required" the random
+     * model may go on adding parallel calls until max_output_tokens; with this seed it closes
+     * the list in time on every kernel variant (ref, avx2, avx512, avx512bf16 checked) */
     const char *tools = "\"tools\": [{\"type\": \"function\", \"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
                         "\"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 6}}, \"required\": [\"city\"], "
-                        "\"additionalProperties\": false}}], \"temperature\": 1.0, \"seed\": 7";
+                        "\"additionalProperties\": false}}], \"temperature\": 1.0, \"seed\": 13";
     for (int k = 0; k < 3; k++) {
         const int stream = k == 1;
         char body[1024], deltas[4096], why[512] = "";

@@ -369,8 +369,17 @@ static void logprobs_close(const char *rel, const char *extra, double tol) {
 
 TEST(test_tp2_mpi_qwen2_tiny_logprobs_within_1e4_of_tp1) { logprobs_close("models/qwen2-tiny-random", "", 1e-4); }
 TEST(test_tp2_mpi_qwen3_tiny_logprobs_within_1e4_of_tp1) { logprobs_close("models/qwen3-tiny-random", "", 1e-4); }
-TEST(test_tp2_mpi_qwen3moe_tiny_logprobs_within_1e4_of_tp1) {
-    logprobs_close("models/qwen3moe-tiny-random", "", 1e-4);
+/* Its BF16 weights with fp32 activations. */
+TEST(test_tp2_mpi_qwen3moe_tiny_exact_precision_logprobs_within_1e4_of_tp1) {
+    logprobs_close("models/qwen3moe-tiny-random", "--kernel-precision exact", 1e-4);
+}
+/* The default precision, which on a CPU with AVX-512 BF16 rounds a BF16 weight's inputs to
+ * bf16 (kernels/bf16dot.c): the all-reduce's fp32 sums differ from -tp 1's in the last bits,
+ * and where such a value lies next to a bf16 rounding boundary the next layer reads it one
+ * bf16 step (2^-8 relative) apart, so log-probs move by more than the sums' own 1e-6
+ * (2.3e-4 measured). Greedy ids equal. */
+TEST(test_tp2_mpi_qwen3moe_tiny_default_precision_logprobs_within_1e3_of_tp1) {
+    logprobs_close("models/qwen3moe-tiny-random", "", 1e-3);
 }
 
 /* The int8 activation path (kernels/qdot.c) quantizes o_proj's and down's input per block of

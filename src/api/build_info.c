@@ -20,7 +20,7 @@
 /* The variants the Makefile compiles for this architecture (src/kernels/dispatch.c picks
  * among them at run time, from what the CPU reports). */
 #if defined(__x86_64__)
-#define XI_KERNELS "ref avx2 avx512"
+#define XI_KERNELS "ref avx2 avx512 avx512bf16"
 #elif defined(__aarch64__)
 #define XI_KERNELS "ref neon"
 #else

@@ -41,6 +41,16 @@ static int cpu_has_avx512_vnni(void) {
     __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
     return (xlo & 0xe6) == 0xe6;
 }
+
+/* AVX-512 BF16 (cpuid 7.1: eax bit 5), on top of cpu_has_avx512_vnni. */
+static int cpu_has_avx512_bf16(void) {
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (a < 1) return 0; /* the highest subleaf of leaf 7 */
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a >> 5) & 1;
+}
 #endif
 
 #if defined(__aarch64__)
@@ -82,7 +92,10 @@ int xi_ops_available(const xi_ops **out, int max) {
 #if defined(__x86_64__)
     if (n < max && cpu_has_avx2()) {
         out[n++] = xi_ops_avx2();
-        if (n < max && cpu_has_avx512_vnni()) out[n++] = xi_ops_avx512();
+        if (n < max && cpu_has_avx512_vnni()) {
+            out[n++] = xi_ops_avx512();
+            if (n < max && cpu_has_avx512_bf16()) out[n++] = xi_ops_avx512bf16();
+        }
     }
 #endif
 #if defined(__aarch64__)

@@ -40,13 +40,14 @@ void *xi_kernel_scratch(int slot, size_t bytes) {
 }
 
 /* The activation rows of one job on one thread, quantized once for every linear whose format
- * needs it: x for the XI_WACT_QX formats' dot products (qx) and for the ggml types (ga, in
- * format ga_fmt). */
+ * needs it: x for the XI_WACT_QX formats' dot products (qx), for the ggml types (ga, in
+ * format ga_fmt) and rounded to bf16 for BF16 weights (xb). */
 typedef struct act_cache {
     const xi_qx *qx;
     const void *ga;
     int ga_fmt;
     size_t ga_stride;
+    const uint16_t *xb; /* the rows rounded to bf16 (XI_WACT_BF16), xi_bf16_row_len apart */
 } act_cache;
 
 typedef struct {
@@ -69,6 +70,10 @@ enum { EPI_NONE, EPI_SILU, EPI_ADD };
 static void matmul_cols(const xi_ops *ops, act_cache *c, float *y, int64_t ldy, const float *x,
                         int64_t ldx, int64_t rows, const xi_weight *w, int64_t b, int64_t e) {
     const xi_wformat *f = xi_wformat_of(w);
+    if (f->act == XI_WACT_BF16 && ops->matmul_bf16) {
+        if (!c->xb) c->xb = xi_bf16_rows(ops, x, ldx, rows, w->n_in);
+        if (c->xb && !ops->matmul_bf16(y, ldy, c->xb, xi_bf16_row_len(w->n_in), rows, w, b, e)) return;
+    }
     if (f->act == XI_WACT_GGML && ops->matmul_gq) {
         if (!c->ga || c->ga_fmt != (int)f->ggml_act) {
             c->ga = xi_gq_quantize(ops, w, x, ldx, rows, &c->ga_stride);
@@ -136,9 +141,11 @@ typedef struct {
     const xi_ops *ops;
     const float *x;
     int64_t rows;
-    const xi_weight *w; /* XI_WACT_GGML formats: quantize into ga; otherwise into qx */
+    const xi_weight *w; /* XI_WACT_GGML formats: quantize into ga; XI_WACT_BF16 into xb;
+                           otherwise into qx */
     void *ga;
     const xi_qx *qx;
+    uint16_t *xb;
 } quant_job;
 
 static void quant_task(void *ctx, int ith, int nth) {
@@ -147,6 +154,7 @@ static void quant_task(void *ctx, int ith, int nth) {
     xi_split_range((long)q->rows, ith, nth, 1, &b, &e);
     if (b >= e) return;
     if (q->ga) xi_gq_quantize_rows(q->ops, q->w, q->x, q->w->n_in, b, e, q->ga);
+    else if (q->xb) xi_bf16_rows_into(q->ops, q->x, q->w->n_in, b, e, q->w->n_in, q->xb);
     else xi_qx_quantize_rows(q->ops, q->x, q->w->n_in, b, e, q->qx);
 }
 
@@ -155,11 +163,14 @@ static void run_job(xi_pool *pool, matmul_job *j) {
     const xi_weight *w = j->l[0].w;
     act_cache shared = {.ga_fmt = -1};
     xi_qx qx;
-    quant_job q = {ops, j->x, j->rows, w, NULL, NULL};
+    quant_job q = {ops, j->x, j->rows, w, NULL, NULL, NULL};
     if (j->rows >= SHARED_ROWS && xi_pool_size(pool) > 1) {
         const xi_wformat *f = xi_wformat_of(w);
         const int bs = ops->matmul_q ? xi_qdot_block(w) : 0; /* 0 unless f->act is XI_WACT_QX */
-        if (f->act == XI_WACT_GGML && ops->matmul_gq) {
+        if (f->act == XI_WACT_BF16 && ops->matmul_bf16) {
+            if ((q.xb = xi_kernel_scratch(7, (size_t)(j->rows * xi_bf16_row_len(w->n_in)) * 2)))
+                shared.xb = q.xb;
+        } else if (f->act == XI_WACT_GGML && ops->matmul_gq) {
             const size_t rb = xi_gq_act_row_bytes(w);
             if ((q.ga = xi_kernel_scratch(7, (size_t)j->rows * rb + 64)))
                 shared = (act_cache){.ga = q.ga, .ga_fmt = (int)f->ggml_act, .ga_stride = rb};
@@ -167,7 +178,7 @@ static void run_job(xi_pool *pool, matmul_job *j) {
             q.qx = shared.qx = &qx;
         }
     }
-    if (q.ga || q.qx) {
+    if (q.ga || q.qx || q.xb) {
         xi_pool_run(pool, quant_task, &q);
         j->shared = &shared;
     }

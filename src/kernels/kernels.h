@@ -195,7 +195,31 @@ struct xi_ops {
     /* int8 tables: n inputs of one row quantized to the activation format act (an
      * xi_act_fmt, qtypes.h), byte for byte xi_qtype_quantize_act (NULL: that one). */
     void (*quantize_act)(int act, const float *x, void *out, int64_t n);
+    /* int8 tables of a variant with a bf16 dot product (NULL elsewhere: BF16 weights then
+     * take fp32 inputs through matmul): y[r * ldy + n] for a BF16 weight from rows x[r * ldx
+     * ...] rounded to bf16 with round_bf16 (ldx even, an odd n_in's row padded with a zero),
+     * bitwise xi_matmul_bf16_ref; -1 for a layout it does not read (row-major, mmap), which
+     * the caller then computes through matmul, so a weight takes one path at every batch. */
+    int (*matmul_bf16)(float *y, int64_t ldy, const uint16_t *x, int64_t ldx, int64_t rows,
+                       const xi_weight *w, int64_t n0, int64_t n1);
+    /* n inputs rounded to bf16, bitwise xi_bf16_round_ref. */
+    void (*round_bf16)(uint16_t *out, const float *x, int64_t n);
 };
+
+/* BF16 activations (bf16dot.c): one input as vcvtneps2bf16 rounds it (nearest even, zero and
+ * denormal inputs to a zero of their sign, NaN quieted), n of them, and the matmul of a BF16
+ * weight from rows of them, vdpbf16ps's arithmetic (its steps are listed there); any layout. */
+uint16_t xi_bf16_round1(float x);
+void xi_bf16_round_ref(uint16_t *out, const float *x, int64_t n);
+void xi_matmul_bf16_ref(float *y, int64_t ldy, const uint16_t *x, int64_t ldx, int64_t rows,
+                        const xi_weight *w, int64_t n0, int64_t n1);
+/* Rows x[r * ldx ...] of n_in inputs rounded to bf16 with ops->round_bf16 into this thread's
+ * scratch (slot 12), row r at r * xi_bf16_row_len(n_in) elements; NULL when out of memory. */
+const uint16_t *xi_bf16_rows(const xi_ops *ops, const float *x, int64_t ldx, int64_t rows,
+                             int64_t n_in);
+int64_t xi_bf16_row_len(int64_t n_in);
+void xi_bf16_rows_into(const xi_ops *ops, const float *x, int64_t ldx, int64_t r0, int64_t r1,
+                       int64_t n_in, uint16_t *out);
 
 /* The integer matmul of GGML weights, the scalar oracle: xi_qtype_dot_ref per output
  * (gq.c). Every variant's matmul_gq reproduces it bit for bit. */
@@ -240,6 +264,12 @@ void xi_matmul_gq_avx2(float *y, int64_t ldy, const void *act, size_t act_stride
  * x86/avx512_matmul.c (blocked dense weights, avx2's bits) and the integer matmuls of
  * x86/avx512_qdot.c (Q8, Q4_AWQ) and x86/avx512_gq.c (GGML types), vpdpbusd. */
 const xi_ops *xi_ops_avx512(void);
+/* The avx512 tables with AVX-512 BF16: BF16 weights from bf16 inputs (vdpbf16ps,
+ * x86/avx512_bf16.c) in the int8 table. */
+const xi_ops *xi_ops_avx512bf16(void);
+int xi_matmul_bf16_avx512(float *y, int64_t ldy, const uint16_t *x, int64_t ldx, int64_t rows,
+                          const xi_weight *w, int64_t n0, int64_t n1);
+void xi_bf16_round_avx512(uint16_t *out, const float *x, int64_t n);
 void xi_avx512_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
                       const xi_weight *w, int64_t n0, int64_t n1);
 void xi_matmul_q_avx512(float *y, int64_t ldy, const xi_qx *x, int64_t rows, const xi_weight *w,
@@ -325,10 +355,10 @@ int xi_weight_block_for(const xi_ops *ops, const xi_weight *w);
  * the quantized x of qdot.c, 5 that of gq.c, 6 the dequantized row of gq.c's and ref.c's
  * exact matmuls, 7..9 the rows a threaded matmul quantizes once for all its threads,
  * kernels.c; 10 the per-row terms of x86/avx2_gq.c's (or avx512_gq.c's) lanes-as-columns
- * tile, 11 its transposed panel) of at least `bytes`, 64-byte aligned; it grows to the largest
+ * tile, 11 its transposed panel; 12 the bf16 rows of bf16dot.c) of at least `bytes`, 64-byte aligned; it grows to the largest
  * need once and is then reused, so steady-state steps allocate nothing, and is freed at
  * thread exit. NULL when out of memory. */
-#define XI_SCRATCH_SLOTS 12
+#define XI_SCRATCH_SLOTS 13
 void *xi_kernel_scratch(int slot, size_t bytes);
 
 /* y = x W^T (+ bias), split across the pool along output columns. bias may be NULL. */

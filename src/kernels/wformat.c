@@ -80,15 +80,17 @@ static int ggml_repack(xi_weight *w, int block, char *err, size_t errlen) {
 
 /* ---- the table ---- */
 
-#define FLOAT_ROW(T, name, bytes)                                                                \
-    [T] = {name, T, NULL, 1, bytes, 1, XI_WACT_F32, 0, XI_ACT_F32, XI_LAYOUT_B8, 0, float_row, \
+#define FLOAT_ROW(T, name, bytes, act)                                                           \
+    [T] = {name, T, NULL, 1, bytes, 1, act, 0, XI_ACT_F32, XI_LAYOUT_B8, 0, float_row, \
            NULL, dense_block_for, xi_wformat_repack_dense}
 
 /* Indexed by xi_weight.dtype; the dtypes without a row have name NULL. */
 static const xi_wformat fixed[XI_DTYPE_COUNT] = {
-    FLOAT_ROW(XI_F32, "f32", 4),
-    FLOAT_ROW(XI_F16, "f16", 2),
-    FLOAT_ROW(XI_BF16, "bf16", 2),
+    FLOAT_ROW(XI_F32, "f32", 4, XI_WACT_F32),
+    FLOAT_ROW(XI_F16, "f16", 2, XI_WACT_F32),
+    /* bf16 inputs where the table has a bf16 dot product (vdpbf16ps), as llama.cpp's BF16
+     * vec_dot and a bf16 torch model compute; fp32 elsewhere */
+    FLOAT_ROW(XI_BF16, "bf16", 2, XI_WACT_BF16),
     /* one scale per output row; activations int8 per 32 inputs (llama.cpp's Q8_0 size: an
      * outlier flattens one block, not the row, for one fp32 FMA per 32 products) */
     [XI_Q8] = {"int8", XI_Q8, NULL, 1, 1, 1, XI_WACT_QX, 32, XI_ACT_F32,

@@ -14,13 +14,15 @@
 #include "kernels/kernels.h"
 #include "kernels/qtypes.h"
 
-/* The activations a format's integer dot product reads, which picks its op in the int8 tables
+/* The activations a format's dot product reads, which picks its op in the int8 tables
  * (the exact tables give every format fp32 activations through ops->matmul). */
 typedef enum xi_wact {
     XI_WACT_F32 = 0, /* none: fp32 activations, ops->matmul in every table */
     XI_WACT_QX,      /* int8 per block of act_block inputs (xi_qx), ops->matmul_q; act_block 0
                         means the weight's group size */
     XI_WACT_GGML,    /* rows quantized to ggml_act (Q8_0 / Q8_1 / Q8_K), ops->matmul_gq */
+    XI_WACT_BF16,    /* rows rounded to bf16, ops->matmul_bf16 in the int8 tables that have
+                        one; fp32 through ops->matmul in the others */
 } xi_wact;
 
 /* The layouts (kernels.h) a format can be repacked into, as bits of xi_wformat.layouts. */

@@ -107,3 +107,18 @@ static const xi_ops avx512_int8 = AVX2_TABLE("avx512", "int8", avx512_ops, xi_av
                                              xi_matmul_gq_avx512, xi_gq_quantize_act_avx2, 8);
 
 const xi_ops *xi_ops_avx512(void) { return &avx512_ops; }
+
+/* The `avx512bf16` tables (AVX-512 BF16 as well): avx512's, and in the int8 one BF16 weights
+ * take rows rounded to bf16 into vdpbf16ps (avx512_bf16.c); the exact one keeps fp32 rows. */
+static const xi_ops avx512bf16_int8;
+static const xi_ops avx512bf16_ops = AVX2_TABLE("avx512bf16", "exact", avx512bf16_int8, xi_avx512_matmul, NULL, NULL, NULL, NULL, 0);
+static const xi_ops avx512bf16_int8 = {
+    .name = "avx512bf16", .precision = "int8", .twin = &avx512bf16_ops, .weight_block = 8,
+    .q4_block = 16, .gq_block = 8, .matmul = xi_avx512_matmul, .attn = xi_avx2_attn,
+    .rmsnorm = avx2_rmsnorm, .silu_mul = avx2_silu_mul, .matmul_q = xi_matmul_q_avx512,
+    .quantize_block = xi_qx_quantize_block_avx2, .matmul_gq = xi_matmul_gq_avx512,
+    .quantize_act = xi_gq_quantize_act_avx2, .matmul_bf16 = xi_matmul_bf16_avx512,
+    .round_bf16 = xi_bf16_round_avx512,
+};
+
+const xi_ops *xi_ops_avx512bf16(void) { return &avx512bf16_ops; }

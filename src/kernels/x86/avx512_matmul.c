@@ -89,12 +89,7 @@ XI_INLINE void ztile(int R, int Z, float *y, int64_t ldy, const float *x, int64_
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-        for (int z = 0; z < Z; z++) {
-            float t[16];
-            _mm512_storeu_ps(t, acc[r][z]);
-            const int64_t c0 = XI_MAX(lo, (int64_t)z * 16), c1 = XI_MIN(hi, (int64_t)z * 16 + 16);
-            for (int64_t c = c0; c < c1; c++) y[r * ldy + c] = sc ? t[c - z * 16] * sc[c] : t[c - z * 16];
-        }
+        for (int z = 0; z < Z; z++) zstore_cols(y + r * ldy, acc[r][z], (int64_t)z * 16, lo, hi, sc);
 }
 
 typedef void (*ztile_fn)(float *, int64_t, const float *, int64_t, const float *, int64_t,
