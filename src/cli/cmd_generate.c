@@ -72,7 +72,7 @@ static void usage(FILE *f) {
             "             --quantization auto|awq|int8|none  --load-format auto|mmap  --threads N\n"
             "             --lm-head-quantization none|int8 (lm_head 16-bit as stored, or int8 per row)\n"
             "             -tp N (tensor parallel over N MPI ranks; starts mpirun itself)\n"
-            "             --kernel-precision int8|exact (quantized weights with 8-bit or fp32 activations)\n"
+            "             --kernel-precision int8|exact (quantized weights with 8-bit, BF16 with bf16 where AVX-512 BF16, or fp32 activations)\n"
             "             --download-dir DIR  --revision REV  (ORG/NAME is pulled on first use)\n"
             "  engine:    --max-num-seqs N  --max-num-batched-tokens N  --max-model-len N  --block-size N\n"
             "             --kv-cache-memory-bytes N  --enable-prefix-caching | --no-enable-prefix-caching\n"

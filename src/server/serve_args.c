@@ -155,7 +155,7 @@ static const flag_def flags[] = {
     {"--pipeline-parallel-size", "-pp", F_PP, 1, "N         must be 1"},
     {"--threads", NULL, F_THREADS, 1, "N         compute threads (default: the physical cores of one NUMA node)"},
     {"--kernels", NULL, F_KERNELS, 1, "NAME      force a kernel variant (ref, avx2, ...)"},
-    {"--kernel-precision", NULL, F_KERNEL_PRECISION, 1, "P         int8 (default: AWQ/int8 weights with 8-bit activations) | exact (fp32 activations)"},
+    {"--kernel-precision", NULL, F_KERNEL_PRECISION, 1, "P         int8 (default: quantized weights with 8-bit activations, BF16 with bf16 on AVX-512 BF16) | exact (fp32 activations)"},
     {"--disable-log-requests", NULL, F_DISABLE_LOG_REQ, 0, "          do not log each request (default)"},
     {"--enable-log-requests", NULL, F_ENABLE_LOG_REQ, 0, "          log each request"},
     {"--disable-log-stats", NULL, F_DISABLE_LOG_STATS, 0, "          no periodic throughput lines"},
