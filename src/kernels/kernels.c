@@ -67,10 +67,17 @@ enum { EPI_NONE, EPI_SILU, EPI_ADD };
  * cache) into the activation format of w's integer dot product (its wformat row); out of
  * memory for the quantized rows (a few KB per row), the fp32 path still gives an answer, of
  * the exact precision. */
+/* Whether w takes bf16 inputs in ops: a bf16-input format, a table with the dot product, and
+ * the layout its matmul_bf16 reads (the table's weight block; a row-major mmap weight keeps
+ * fp32 inputs, so its rows are never rounded for nothing). */
+static int bf16_inputs(const xi_ops *ops, const xi_wformat *f, const xi_weight *w) {
+    return f->act == XI_WACT_BF16 && ops->matmul_bf16 && w->block == ops->weight_block;
+}
+
 static void matmul_cols(const xi_ops *ops, act_cache *c, float *y, int64_t ldy, const float *x,
                         int64_t ldx, int64_t rows, const xi_weight *w, int64_t b, int64_t e) {
     const xi_wformat *f = xi_wformat_of(w);
-    if (f->act == XI_WACT_BF16 && ops->matmul_bf16) {
+    if (bf16_inputs(ops, f, w)) {
         if (!c->xb) c->xb = xi_bf16_rows(ops, x, ldx, rows, w->n_in);
         if (c->xb && !ops->matmul_bf16(y, ldy, c->xb, xi_bf16_row_len(w->n_in), rows, w, b, e)) return;
     }
@@ -167,7 +174,7 @@ static void run_job(xi_pool *pool, matmul_job *j) {
     if (j->rows >= SHARED_ROWS && xi_pool_size(pool) > 1) {
         const xi_wformat *f = xi_wformat_of(w);
         const int bs = ops->matmul_q ? xi_qdot_block(w) : 0; /* 0 unless f->act is XI_WACT_QX */
-        if (f->act == XI_WACT_BF16 && ops->matmul_bf16) {
+        if (bf16_inputs(ops, f, w)) {
             if ((q.xb = xi_kernel_scratch(7, (size_t)(j->rows * xi_bf16_row_len(w->n_in)) * 2)))
                 shared.xb = q.xb;
         } else if (f->act == XI_WACT_GGML && ops->matmul_gq) {

@@ -198,8 +198,9 @@ struct xi_ops {
     /* int8 tables of a variant with a bf16 dot product (NULL elsewhere: BF16 weights then
      * take fp32 inputs through matmul): y[r * ldy + n] for a BF16 weight from rows x[r * ldx
      * ...] rounded to bf16 with round_bf16 (ldx even, an odd n_in's row padded with a zero),
-     * bitwise xi_matmul_bf16_ref; -1 for a layout it does not read (row-major, mmap), which
-     * the caller then computes through matmul, so a weight takes one path at every batch. */
+     * bitwise xi_matmul_bf16_ref. It reads the table's weight_block layout, the only one the
+     * caller hands it (a row-major mmap weight takes matmul, fp32, at every batch); -1 for
+     * another, which the caller then computes through matmul. */
     int (*matmul_bf16)(float *y, int64_t ldy, const uint16_t *x, int64_t ldx, int64_t rows,
                        const xi_weight *w, int64_t n0, int64_t n1);
     /* n inputs rounded to bf16, bitwise xi_bf16_round_ref. */
