@@ -2,7 +2,8 @@
  *
  * Each repetition measures, for 1 and 2 threads: the read bandwidth over 1 GiB and the FMA
  * peak (machine_limits.h), then GEMV (1 row) per weight format for
- * Qwen2.5-0.5B-sized matrices as GB/s of weight bytes / bandwidth, and GEMM (16 rows, as in a
+ * Qwen2.5-0.5B-sized matrices as GB/s of weight bytes / bandwidth (each call on the next of
+ * copies spanning twice the L3, so the weights come from DRAM as in a decode step), and GEMM (16 rows, as in a
  * decode step of 16 sequences, and 512 rows, as in prefill) as GFLOP/s / FMA peak; last, the pool's round-trip latency for an empty job. Cases
  * alternate within a repetition so drift on a shared machine hits them all alike; the
  * table gives the median ratio and the min..max spread.
@@ -28,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -51,9 +53,9 @@ typedef struct {
     int rows;          /* 1: GEMV, else GEMM */
     int block;         /* xi_weight_block's block, 0: row-major */
     const xi_ops *ops; /* the variant in the case's precision */
-    int n_copies;      /* rotate copies so GEMV weights come from DRAM, not the 16 MiB L3 */
-    xi_weight w[8];
-    void *bufs[8][3];
+    int n_copies;      /* rotate copies so GEMV weights come from DRAM, not the L3 */
+    xi_weight *w;      /* n_copies of them */
+    void *(*bufs)[3];
     size_t bytes;      /* weight bytes one call reads */
 } bench_case;
 
@@ -63,6 +65,14 @@ static float frand(void) {
     rng ^= rng >> 17;
     rng ^= rng << 5;
     return (float)(rng >> 8) / 8388608.0f - 1.0f;
+}
+
+/* Bytes a GEMV case's copies span: twice the L3 (64 MiB at least), so a call reads its
+ * weights from DRAM as a model's decode step does, whatever this CPU's cache. */
+enum { GEMV_MAX_COPIES = 1024 };
+static size_t gemv_span(void) {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return XI_MAX((size_t)64 << 20, l3 > 0 ? (size_t)l3 * 2 : 0);
 }
 
 static int case_init(bench_case *c) {
@@ -75,7 +85,10 @@ static int case_init(bench_case *c) {
     default: bytes = (size_t)n * xi_dtype_size(c->dt); break;
     }
     c->bytes = bytes;
-    c->n_copies = c->rows == 1 ? (int)XI_MIN(8, XI_MAX(1, (int64_t)((256u << 20) / bytes))) : 1;
+    c->n_copies = c->rows == 1 ? (int)XI_MIN(GEMV_MAX_COPIES, (int64_t)(gemv_span() / bytes) + 1) : 1;
+    c->w = calloc((size_t)c->n_copies, sizeof *c->w);
+    c->bufs = calloc((size_t)c->n_copies, sizeof *c->bufs);
+    if (!c->w || !c->bufs) return -1;
     for (int i = 0; i < c->n_copies; i++) {
         xi_weight *w = &c->w[i];
         *w = (xi_weight){.dtype = c->dt, .n_out = c->n_out, .n_in = c->n_in};
@@ -125,6 +138,8 @@ static void case_free(bench_case *c) {
         free(c->bufs[i][1]);
         free(c->bufs[i][2]);
     }
+    free(c->w);
+    free(c->bufs);
 }
 
 static void nop_task(void *ctx, int ith, int nth) {
@@ -216,7 +231,7 @@ static int bench_gq(const xi_ops *fast, int reps, const int *thread_list, int n_
                     fprintf(stderr, "out of memory\n");
                     return 1;
                 }
-                if (!c) copies[t][s] = (int)XI_MIN((size_t)MAX_COPIES, (64u << 20) / bytes[t][s] + 1);
+                if (!c) copies[t][s] = (int)XI_MIN((size_t)MAX_COPIES, gemv_span() / bytes[t][s] + 1);
                 w[t][s][c] = (xi_weight){.dtype = XI_GGML, .n_out = shapes[s][0], .n_in = gq_n_in(qt, shapes[s][1]),
                                          .data = d, .qtype = qt};
                 /* the variant reads a copy in the layout the loader gives it (gq_pack.h) */
@@ -425,6 +440,7 @@ int main(int argc, char **argv) {
 
     const xi_dtype dts[] = {XI_F32, XI_F16, XI_BF16, XI_Q8, XI_Q4_AWQ};
     const struct { const char *label; int64_t n_out, n_in; int rows; } shapes[] = {
+        {"gemv 896x896 (q, o)", 896, 896, 1},
         {"gemv 4864x896 (up)", 4864, 896, 1},
         {"gemv 896x4864 (down)", 896, 4864, 1},
         {"gemv 151936x896 (lm_head)", 151936, 896, 1},
