@@ -131,9 +131,64 @@ static void check_extremes(gq_fn f) {
     }
 }
 
+/* Quantized rows with a non-finite scale over nonzero codes (the quantizer never gives one: a
+ * row with an inf gets codes 0), which the tiles of the types without mins must not take as
+ * they take a finite one: block 1 of row 1 with scale inf, block 0 of row 2 NaN, rows 0 and 3
+ * as quantized; each row alone and the 4 as one call; every llama256 file's attn_q, bitwise
+ * the oracle. */
+static void check_nonfinite_scales(gq_fn f) {
+    char err[512] = "";
+    int cases = 0;
+    for (size_t fi = 0; fi < XI_ARRAY_LEN(GQ_LLAMA256); fi++) {
+        xi_gguf *g = gq_llama256_open(fi, err, sizeof err);
+        CHECKF(g, "%s", err);
+        const xi_gguf_tensor *t = xi_gguf_find_tensor(g, "blk.0.attn_q.weight");
+        CHECK(t && t->n_dims == 2 && t->type->unpack);
+        const xi_weight w = {.dtype = XI_GGML, .n_out = XI_MIN((int64_t)45, t->ne[1]), .n_in = t->ne[0],
+                             .data = t->data, .qtype = t->type};
+        const int64_t K = w.n_in, R = 4, N = w.n_out;
+        float *x = rand_vec(R * K);
+        size_t as;
+        const void *q = xi_gq_quantize(NULL, &w, x, K, R, &as);
+        uint8_t *act = malloc(as * R);
+        memcpy(act, q, as * R);
+        const int f32d = xi_act_block_bytes(t->type->act) == 292; /* Q8_K: f32 d, else f16 */
+        const size_t bb = (size_t)xi_act_block_bytes(t->type->act);
+        const float vals[2] = {INFINITY, NAN};
+        for (int j = 0; j < 2; j++) {
+            uint8_t *d = act + (size_t)(j + 1) * as + (size_t)(1 - j) * bb;
+            if (f32d) {
+                memcpy(d, &vals[j], 4);
+            } else {
+                const uint16_t h = j ? 0x7e00 : 0x7c00;
+                memcpy(d, &h, 2);
+            }
+        }
+        float *want = malloc((size_t)(R * N) * 4), *got = malloc((size_t)(R * N) * 4);
+        for (int64_t r0 = 0; r0 <= R; r0++) { /* r0 < R: row r0 alone; R: all rows */
+            const int64_t rows = r0 < R ? 1 : R, off = r0 < R ? r0 : 0;
+            xi_matmul_gq_ref(want, N, act + (size_t)off * as, as, rows, &w, 0, N);
+            memset(got, 0xff, (size_t)(R * N) * 4);
+            f(got, N, act + (size_t)off * as, as, rows, &w, 0, N);
+            int64_t at = 0;
+            while (at < rows * N && !memcmp(&got[at], &want[at], 4)) at++;
+            CHECKF(at == rows * N, "%s, rows from %lld (%lld): y[%lld] %a, the oracle's %a", GQ_LLAMA256[fi],
+                   (long long)off, (long long)rows, (long long)at, got[at], want[at]);
+            cases++;
+        }
+        free(want);
+        free(got);
+        free(act);
+        free(x);
+        xi_gguf_close(g);
+    }
+    printf("  %d calls with inf / NaN activation scales bitwise the oracle\n", cases);
+}
+
 #if defined(__x86_64__) && defined(XI_TEST_AVX512_EMULATED)
 TEST(test_kernels_gq_avx512_emulated_matches_ref_on_llama256_tensors) { check_llama256(xi_matmul_gq_avx512_emulated); }
 TEST(test_kernels_gq_avx512_emulated_matches_ref_at_integer_extremes) { check_extremes(xi_matmul_gq_avx512_emulated); }
+TEST(test_kernels_gq_avx512_emulated_matches_ref_on_nonfinite_act_scales) { check_nonfinite_scales(xi_matmul_gq_avx512_emulated); }
 
 /* Through xi_matmul in a table like the avx512 one (avx2's with this matmul_gq): 1, 2 and 3
  * threads split the columns and, from 16 rows, share the quantized rows; the bits stay the
@@ -183,6 +238,7 @@ TEST(test_kernels_gq_avx512_emulated_matches_ref) {
     SKIP("no emulated AVX-512 kernel in this build (x86-64 with SIMDe, libsimde-dev, only)");
     check_llama256(NULL); /* not reached: keeps the helpers used */
     check_extremes(NULL);
+    check_nonfinite_scales(NULL);
 }
 #endif
 
@@ -197,4 +253,5 @@ TEST(test_kernels_gq_avx512_native_matches_ref) {
     CHECK(v->matmul_gq && v->twin && !strcmp(v->twin->name, "avx512") && !strcmp(v->twin->precision, "exact"));
     check_llama256(v->matmul_gq);
     check_extremes(v->matmul_gq);
+    check_nonfinite_scales(v->matmul_gq);
 }

@@ -49,7 +49,11 @@
  * adds (no contraction: -std=c11):
  *     acc += (d * da) * (float)sumi - (dmin * da) * (float)mins
  * with dmin = 0 and mins = 0 for the types without mins, so the minterm is the oracle's
- * (0 * da) * 0 (NaN for a non-finite da, as there). vcvtdq2ps rounds as (float) does.
+ * (0 * da) * 0: +-0 for a finite da, so the tiles of those types skip it (4 of the ~13 float
+ * and broadcast steps per row and block of 32). Bit for bit: t - (+-0) differs from t only
+ * in the sign of a zero t, and acc + (+-0) equals acc + t then, as acc starts at +0 and a sum
+ * of round-to-nearest adds from +0 is never -0. A call with a non-finite da (NaN there, not
+ * t) goes to avx2's tiles from gq_run. vcvtdq2ps rounds as (float) does.
  *
  * Tests (tests/test_kernels_gq_avx512.c): this file is compiled a second time, for the test
  * binary only, with XI_AVX512_EMULATED: the intrinsics come from SIMDe's portable AVX-512
@@ -456,6 +460,10 @@ XI_INLINE void gq_tile(const int T, const int R, __m512 *acc, const uint8_t *a0,
         for (int r = 0; r < R; r++) {
             const __m512 dav = _mm512_set1_ps(rt->da[(int64_t)r * rt->nb + i]);
             const __m512 t = _mm512_mul_ps(_mm512_mul_ps(d, dav), cvt_ps(si[r]));
+            if (!t_k45(T)) { /* m = (0 * da) * 0 = +-0 for the finite da gq_run lets in */
+                acc[r] = _mm512_add_ps(acc[r], t);
+                continue;
+            }
             const __m512 m = _mm512_mul_ps(_mm512_mul_ps(dmin, dav), cvt_ps(mins[r]));
             acc[r] = _mm512_add_ps(acc[r], _mm512_sub_ps(t, m));
         }
@@ -682,6 +690,11 @@ XI_INLINE int gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, siz
     if (w->block && (rows == 1 || n0 % 8)) return 0;
     row_terms rt;
     if (!rows_prepare(T, act, as, rows, nb, &rt)) return 0;
+    /* the types without mins drop the oracle's minterm (0 * da) * 0, +-0 for a finite da (see
+     * the top); a NaN or inf da goes to avx2's tiles */
+    if (!t_k45(T))
+        for (int64_t k = 0; k < rows * nb; k++)
+            if (!isfinite(rt.da[k])) return 0;
     __m512i *panel = NULL;
     if (rows > 1 && !(panel = xi_kernel_scratch(11, (size_t)(nb * t_vecs(T)) * 64))) return 0;
     for (int64_t c0 = 0; c0 < rows; c0 += ROW_CHUNK) {
