@@ -152,7 +152,7 @@ static void check_nonfinite_scales(gq_fn f) {
         const void *q = xi_gq_quantize(NULL, &w, x, K, R, &as);
         uint8_t *act = malloc(as * R);
         memcpy(act, q, as * R);
-        const int f32d = xi_act_block_bytes(t->type->act) == 292; /* Q8_K: f32 d, else f16 */
+        const int f32d = t->type->act == XI_ACT_Q8_K; /* f32 d, else f16 */
         const size_t bb = (size_t)xi_act_block_bytes(t->type->act);
         const float vals[2] = {INFINITY, NAN};
         for (int j = 0; j < 2; j++) {

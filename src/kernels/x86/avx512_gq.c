@@ -53,7 +53,7 @@
  * and broadcast steps per row and block of 32). Bit for bit: t - (+-0) differs from t only
  * in the sign of a zero t, and acc + (+-0) equals acc + t then, as acc starts at +0 and a sum
  * of round-to-nearest adds from +0 is never -0. A call with a non-finite da (NaN there, not
- * t) goes to avx2's tiles from gq_run. vcvtdq2ps rounds as (float) does.
+ * t) goes to avx2's tiles (rows_prepare refuses it). vcvtdq2ps rounds as (float) does.
  *
  * Tests (tests/test_kernels_gq_avx512.c): this file is compiled a second time, for the test
  * binary only, with XI_AVX512_EMULATED: the intrinsics come from SIMDe's portable AVX-512
@@ -495,7 +495,8 @@ XI_INLINE float f16at(const uint8_t *p) {
 }
 
 /* The row terms of rows [0, rows) (scratch slot 10), from the activation codes themselves;
- * 0 when out of memory. */
+ * 0 when out of memory or, for the types without mins (whose tiles drop the minterm, see the
+ * top), when a da is NaN or inf: the caller then takes avx2's tiles. */
 XI_INLINE int rows_prepare(const int T, const uint8_t *act, size_t as, int64_t rows, int64_t nb,
                            row_terms *rt) {
     const int ab = t_act_bytes(T), per = t_per(T);
@@ -511,6 +512,7 @@ XI_INLINE int rows_prepare(const int T, const uint8_t *act, size_t as, int64_t r
                 memcpy(&da[r * nb + i], ablk, 4);
             else
                 da[r * nb + i] = f16at(ablk);
+            if (!t_k45(T) && !isfinite(da[r * nb + i])) return 0;
             int32_t s16[16] = {0};
             for (int k = 0; k < t_values(T); k++) s16[k / 16] += q[k];
             if (!t_kblock(T)) {
@@ -649,8 +651,6 @@ XI_INLINE int run_packed_row(const int T, float *y, const uint8_t *act, const xi
     const size_t rb = (size_t)nb * (size_t)t_block_bytes(T);
     row_terms rt;
     if (!rows_prepare(T, act, 0, 1, nb, &rt)) return 0;
-    for (int64_t i = 0; i < nb; i++)
-        if (!isfinite(rt.da[i])) return 0;
     __m512i *av = xi_kernel_scratch(11, (size_t)nb * 4 * 64);
     if (!av) return 0;
     for (int64_t i = 0; i < nb; i++) {
@@ -690,11 +690,6 @@ XI_INLINE int gq_run(const int T, float *y, int64_t ldy, const uint8_t *act, siz
     if (w->block && (rows == 1 || n0 % 8)) return 0;
     row_terms rt;
     if (!rows_prepare(T, act, as, rows, nb, &rt)) return 0;
-    /* the types without mins drop the oracle's minterm (0 * da) * 0, +-0 for a finite da (see
-     * the top); a NaN or inf da goes to avx2's tiles */
-    if (!t_k45(T))
-        for (int64_t k = 0; k < rows * nb; k++)
-            if (!isfinite(rt.da[k])) return 0;
     __m512i *panel = NULL;
     if (rows > 1 && !(panel = xi_kernel_scratch(11, (size_t)(nb * t_vecs(T)) * 64))) return 0;
     for (int64_t c0 = 0; c0 < rows; c0 += ROW_CHUNK) {
